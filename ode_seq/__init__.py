@@ -1,0 +1,1 @@
+"""ode-seq: ODE-inspired Transformers for sequence generation (library core, no fairseq training needed)."""

@@ -1,0 +1,1 @@
+"""Evaluation metrics: BLEU, ROUGE, MaxMatch (M2) and ERRANT wrappers."""
