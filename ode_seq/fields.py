@@ -1,0 +1,97 @@
+"""Vector fields F built from fairseq's own Transformer layers.
+
+fairseq's layers add each sublayer's output to the stream through ``residual_connection``.
+Overriding that hook turns the unchanged layer forward into a vector field:
+
+- ``residual-branch`` (paper form): F(z) = L(z) − z, the layer without its identity path.
+  Encoder: F(z) = a + f with a = SelfAttn(LN1 z), f = FFN(LN2(z + a)); the decoder adds
+  the cross-attention term in the same sequential way. One Euler stage y + F(y) is the
+  pre-norm layer.
+- ``whole-layer`` (public-code form): F(z) = L(z), residual connections included.
+
+Dropout masks are drawn afresh at every call, i.e. at every Runge–Kutta stage.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
+from torch import Tensor
+
+from .relative_attention import RelativePositionSelfAttention
+
+FIELD_FORMS = ("residual-branch", "whole-layer")
+
+
+class _BranchRecorder:
+    """Mixin: records Σ sublayer outputs through the ``residual_connection`` hook."""
+
+    field_form: str = "residual-branch"
+    relative_positions: int = 0
+    _branch: Optional[Tensor] = None
+
+    def residual_connection(self, x: Tensor, residual: Tensor) -> Tensor:
+        if self.field_form != "whole-layer":
+            self._branch = x if self._branch is None else self._branch + x
+        return residual + x
+
+    def _take_branch(self, layer_output: Tensor) -> Tensor:
+        branch, self._branch = self._branch, None
+        if self.field_form == "whole-layer":
+            return layer_output
+        assert branch is not None
+        return branch
+
+    def _relative_self_attention(self, embed_dim: int, cfg, decoder: bool):
+        heads = cfg.decoder.attention_heads if decoder else cfg.encoder.attention_heads
+        return RelativePositionSelfAttention(
+            embed_dim,
+            heads,
+            max_relative_position=self.relative_positions,
+            dropout=cfg.attention_dropout,
+        )
+
+
+class EncoderLayerField(_BranchRecorder, TransformerEncoderLayerBase):
+    """fairseq's encoder layer as a vector field: ``field(z, padding_mask, attn_mask)``."""
+
+    def __init__(self, cfg, field_form: str, relative_positions: int = 0) -> None:
+        self.field_form = field_form
+        self.relative_positions = relative_positions
+        super().__init__(cfg)
+
+    def build_self_attention(self, embed_dim, cfg):
+        if self.relative_positions > 0:
+            return self._relative_self_attention(embed_dim, cfg, decoder=False)
+        return super().build_self_attention(embed_dim, cfg)
+
+    def field(
+        self, z: Tensor, encoder_padding_mask: Optional[Tensor], attn_mask: Optional[Tensor] = None
+    ) -> Tensor:
+        self._branch = None
+        out = TransformerEncoderLayerBase.forward(self, z, encoder_padding_mask, attn_mask)
+        return self._take_branch(out)
+
+
+class DecoderLayerField(_BranchRecorder, TransformerDecoderLayerBase):
+    """fairseq's decoder layer as a vector field; ``field`` returns (F(z), attention)."""
+
+    def __init__(
+        self, cfg, field_form: str, no_encoder_attn: bool = False, relative_positions: int = 0
+    ) -> None:
+        self.field_form = field_form
+        self.relative_positions = relative_positions
+        super().__init__(cfg, no_encoder_attn)
+
+    def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
+        if self.relative_positions > 0:
+            return self._relative_self_attention(embed_dim, cfg, decoder=True)
+        return super().build_self_attention(embed_dim, cfg, add_bias_kv, add_zero_attn)
+
+    def field(self, z: Tensor, **layer_kwargs):
+        self._branch = None
+        out, attn, _ = TransformerDecoderLayerBase.forward(self, z, **layer_kwargs)
+        return self._take_branch(out), attn

@@ -1,0 +1,160 @@
+"""ROUGE-1/2/L/Lsum with stemming (``rouge-score``), matching Perl ROUGE-1.5.5 on summaries.
+
+Each hypothesis/reference line is one summary. Before scoring, every summary is split into
+sentences (``ode_seq.metrics.sentence_split``) and re-joined with newlines, the form under which
+``rouge-score``'s ROUGE-Lsum (union-LCS over sentences) equals ROUGE-1.5.5's summary-level ROUGE-L;
+ROUGE-1/2/L tokenise on non-alphanumerics and are unaffected by the newlines.
+
+For each metric m and each of precision P, recall R and F1 the result holds
+``mean`` = (1/N) Σ_i m(hyp_i, ref_i) (what papers report) and the bootstrap ``low``/``mid``/``high``
+percentiles of the resampled mean from ``rouge_score.scoring.BootstrapAggregator``, all × 100.
+
+CLI: ``python -m ode_seq.metrics.rouge --hyp H --ref R --json out.json``.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+from rouge_score import rouge_scorer, scoring
+
+from ode_seq.metrics.sentence_split import one_sentence_per_line
+
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+DISPLAY_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum"}
+MEASURES = ("fmeasure", "precision", "recall")
+
+
+def read_summaries(path: str) -> List[str]:
+    """One summary per ``\\n``-terminated line (``\\r\\n`` accepted; no other line separators)."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        text = handle.read()
+    if text.endswith("\n"):
+        text = text[:-1]
+    if not text:
+        return []
+    return [line.rstrip("\r") for line in text.split("\n")]
+
+
+def score_summaries(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    use_stemmer: bool = True,
+    bootstrap_samples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Dict[str, Dict[str, Dict[str, float]]]:
+    """``{rouge_type: {measure: {mean, low, mid, high}}}`` in percent; see module docstring."""
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references: "
+            "each line must be the summary of the same article in both files"
+        )
+    if not hypotheses:
+        raise ValueError("no summaries to score: the hypothesis and reference files are empty")
+    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=use_stemmer)
+    aggregator = scoring.BootstrapAggregator(confidence_interval=confidence, n_samples=bootstrap_samples)
+    per_summary = []
+    for hypothesis, reference in zip(hypotheses, references):
+        scores = scorer.score(one_sentence_per_line(reference), one_sentence_per_line(hypothesis))
+        aggregator.add_scores(scores)
+        per_summary.append(scores)
+    random_state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        intervals = aggregator.aggregate()
+    finally:
+        np.random.set_state(random_state)
+    result: Dict[str, Dict[str, Dict[str, float]]] = {}
+    for rouge_type in ROUGE_TYPES:
+        result[rouge_type] = {}
+        for measure in MEASURES:
+            values = [getattr(scores[rouge_type], measure) for scores in per_summary]
+            interval = intervals[rouge_type]
+            result[rouge_type][measure] = {
+                "mean": 100.0 * float(np.mean(values)),
+                "low": 100.0 * float(getattr(interval.low, measure)),
+                "mid": 100.0 * float(getattr(interval.mid, measure)),
+                "high": 100.0 * float(getattr(interval.high, measure)),
+            }
+    return result
+
+
+def format_table(scores: Dict[str, Dict[str, Dict[str, float]]], confidence: float) -> str:
+    """Plain-text table: F1 with its confidence interval, then P and R (means, percent)."""
+    level = f"{100 * confidence:g}% CI"
+    lines = [f"{'metric':<11} {'F1':>6}  {level:>15}  {'P':>6}  {'R':>6}"]
+    for rouge_type in ROUGE_TYPES:
+        f1, precision, recall = (scores[rouge_type][m] for m in MEASURES)
+        interval = f"[{f1['low']:.2f}, {f1['high']:.2f}]"
+        lines.append(
+            f"{DISPLAY_NAMES[rouge_type]:<11} {f1['mean']:6.2f}  {interval:>15}  "
+            f"{precision['mean']:6.2f}  {recall['mean']:6.2f}"
+        )
+    return "\n".join(lines)
+
+
+def write_json_atomically(payload: dict, path: str) -> None:
+    """Write ``payload`` to a temporary file next to ``path`` and rename it into place."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle = tempfile.NamedTemporaryFile("w", dir=directory, prefix=".rouge-", suffix=".json", delete=False)
+    try:
+        with handle:
+            json.dump(payload, handle, indent=2)
+            handle.write("\n")
+        os.replace(handle.name, path)
+    except BaseException:
+        os.unlink(handle.name)
+        raise
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hyp", required=True, help="hypothesis summaries, one per line")
+    parser.add_argument("--ref", required=True, help="reference summaries, one per line")
+    parser.add_argument("--json", help="write the scores here as JSON")
+    parser.add_argument("--no-stemmer", action="store_true", help="disable Porter stemming")
+    parser.add_argument("--bootstrap-samples", type=int, default=1000)
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    try:
+        hypotheses = read_summaries(args.hyp)
+        references = read_summaries(args.ref)
+        scores = score_summaries(
+            hypotheses,
+            references,
+            use_stemmer=not args.no_stemmer,
+            bootstrap_samples=args.bootstrap_samples,
+            confidence=args.confidence,
+            seed=args.seed,
+        )
+    except (OSError, ValueError) as error:
+        print(f"rouge: error: {error} (hyp={args.hyp}, ref={args.ref})", file=sys.stderr)
+        return 2
+    print(format_table(scores, args.confidence))
+    if args.json:
+        payload = {
+            "num_summaries": len(hypotheses),
+            "unit": "percent",
+            "use_stemmer": not args.no_stemmer,
+            "sentence_split": "ode_seq.metrics.sentence_split, one sentence per line for rougeLsum",
+            "bootstrap": {"samples": args.bootstrap_samples, "confidence": args.confidence, "seed": args.seed},
+            "hyp": os.path.abspath(args.hyp),
+            "ref": os.path.abspath(args.ref),
+            "scores": scores,
+        }
+        write_json_atomically(payload, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Self-attention with Shaw-style relative position keys (Shaw et al., 2018), keys only.
+
+    e_ij = q_i · (k_j + r_{clip(j − i, −K, K)}) / √d_h,    r ∈ R^{(2K+1) × d_h}, shared by heads.
+
+Query i sits at absolute position (S − T + i) when T queries attend to S keys, so the same
+formula serves full sequences and incremental decoding with a key/value cache.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import torch
+from fairseq import utils
+from fairseq.modules.multihead_attention import MultiheadAttention
+from torch import Tensor, nn
+
+
+class RelativePositionSelfAttention(MultiheadAttention):
+    """fairseq's self-attention (same projections and cache format) plus relative keys."""
+
+    def __init__(
+        self, embed_dim: int, num_heads: int, max_relative_position: int, dropout: float = 0.0
+    ) -> None:
+        super().__init__(embed_dim, num_heads, dropout=dropout, self_attention=True)
+        self.max_relative_position = max_relative_position
+        self.relative_keys = nn.Embedding(2 * max_relative_position + 1, self.head_dim)
+        nn.init.xavier_uniform_(self.relative_keys.weight)
+
+    def _relative_logits(self, q: Tensor, src_len: int) -> Tensor:
+        """q (B·H, T, d_h) → q_i · r_{clip(j − i)} of shape (B·H, T, S)."""
+        tgt_len = q.size(1)
+        query_pos = torch.arange(src_len - tgt_len, src_len, device=q.device)
+        key_pos = torch.arange(src_len, device=q.device)
+        distance = (key_pos[None, :] - query_pos[:, None]).clamp(
+            -self.max_relative_position, self.max_relative_position
+        )
+        r = self.relative_keys(distance + self.max_relative_position).to(q.dtype)
+        return torch.einsum("btd,tsd->bts", q, r)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor],
+        value: Optional[Tensor],
+        key_padding_mask: Optional[Tensor] = None,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        need_weights: bool = True,
+        static_kv: bool = False,
+        attn_mask: Optional[Tensor] = None,
+        before_softmax: bool = False,
+        need_head_weights: bool = False,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        if need_head_weights:
+            need_weights = True
+        tgt_len, bsz, embed_dim = query.size()
+        heads, head_dim = self.num_heads, self.head_dim
+
+        def split_heads(x: Tensor) -> Tensor:
+            return x.contiguous().view(-1, bsz * heads, head_dim).transpose(0, 1)
+
+        q = split_heads(self.q_proj(query) * self.scaling)
+        k = split_heads(self.k_proj(query))
+        v = split_heads(self.v_proj(query))
+        if incremental_state is not None:
+            saved = self._get_input_buffer(incremental_state)
+            prev_mask = saved.get("prev_key_padding_mask")
+            if saved.get("prev_key") is not None:
+                k = torch.cat([saved["prev_key"].view(bsz * heads, -1, head_dim), k], dim=1)
+                v = torch.cat([saved["prev_value"].view(bsz * heads, -1, head_dim), v], dim=1)
+            key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
+                key_padding_mask, prev_mask, bsz, k.size(1), static_kv=False
+            )
+            saved["prev_key"] = k.view(bsz, heads, -1, head_dim)
+            saved["prev_value"] = v.view(bsz, heads, -1, head_dim)
+            saved["prev_key_padding_mask"] = key_padding_mask
+            self._set_input_buffer(incremental_state, saved)
+        src_len = k.size(1)
+
+        logits = torch.bmm(q, k.transpose(1, 2)) + self._relative_logits(q, src_len)
+        if attn_mask is not None:
+            logits = logits + attn_mask.unsqueeze(0)
+        if key_padding_mask is not None:
+            logits = logits.view(bsz, heads, tgt_len, src_len).masked_fill(
+                key_padding_mask[:, None, None, :].to(torch.bool), float("-inf")
+            )
+            logits = logits.view(bsz * heads, tgt_len, src_len)
+        if before_softmax:
+            return logits, v
+        probs = utils.softmax(logits, dim=-1).type_as(logits)
+        out = torch.bmm(self.dropout_module(probs), v)
+        out = self.out_proj(out.transpose(0, 1).contiguous().view(tgt_len, bsz, embed_dim))
+        weights: Optional[Tensor] = None
+        if need_weights:
+            weights = probs.view(bsz, heads, tgt_len, src_len).transpose(1, 0)
+            if not need_head_weights:
+                weights = weights.mean(dim=0)
+        return out, weights

@@ -1,0 +1,58 @@
+"""Per-(block, stage) incremental state for Runge–Kutta decoder blocks.
+
+Stage i of a decoder block at position t sees its own stage input at positions ≤ t, so each
+stage keeps its own self-attention key/value cache: ``incremental_state`` holds one nested
+dictionary per stage under the block's key. Cross-attention keys/values depend only on the
+encoder output; stage 0 computes them and every other stage reuses the same buffer.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+from fairseq.incremental_decoding_utils import FairseqIncrementalState
+from fairseq.modules.multihead_attention import MultiheadAttention
+from torch import Tensor
+
+IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
+
+
+def stage_state(
+    owner: FairseqIncrementalState,
+    incremental_state: IncrementalState,
+    stage: int,
+    cross_attention: Optional[MultiheadAttention],
+) -> IncrementalState:
+    """The nested state of ``stage``, created on first use, sharing stage 0's cross-attn K/V."""
+    key = f"stage{stage}"
+    state = owner.get_incremental_state(incremental_state, key)
+    if state is None:
+        state = {}
+        owner.set_incremental_state(incremental_state, key, state)
+    if stage > 0 and cross_attention is not None:
+        shared = cross_attention.get_incremental_state(
+            stage_state(owner, incremental_state, 0, None), "attn_state"
+        )
+        if shared is not None:
+            cross_attention.set_incremental_state(state, "attn_state", shared)
+    return state
+
+
+def reorder_stage_states(
+    owner: FairseqIncrementalState,
+    incremental_state: IncrementalState,
+    stages: int,
+    self_attention: MultiheadAttention,
+    cross_attention: Optional[MultiheadAttention],
+    new_order: Tensor,
+) -> None:
+    """Reorder every stage's self-attention cache and, once, the shared cross-attention cache."""
+    for stage in range(stages):
+        state = owner.get_incremental_state(incremental_state, f"stage{stage}")
+        if state is None:
+            continue
+        self_attention.reorder_incremental_state(state, new_order)
+        if cross_attention is not None:
+            if stage == 0:
+                cross_attention.reorder_incremental_state(state, new_order)
+            else:
+                stage_state(owner, incremental_state, stage, cross_attention)

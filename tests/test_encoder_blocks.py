@@ -1,0 +1,131 @@
+"""ODE encoder blocks: Euler is fairseq's pre-norm Transformer; RK blocks match their formulas."""
+import pytest
+import torch
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+
+from tests.conftest import TinyTask, build_model, random_batch
+
+
+def _encode(model, src, lengths):
+    return model.encoder(src, src_lengths=lengths)["encoder_out"][0]
+
+
+def _log_probs(model, batch):
+    src, lengths, prev = batch
+    out = model(src, lengths, prev)
+    return model.get_normalized_probs(out, log_probs=True)
+
+
+def test_euler_model_equals_fairseq_prenorm_transformer_with_same_weights(task):
+    vanilla = build_model(
+        "transformer", task, encoder_normalize_before=True, decoder_normalize_before=True
+    ).eval()
+    ode = build_model("ode_transformer_euler", task, seed=1).eval()
+    ode.load_state_dict(vanilla.state_dict())  # identical parameter names, strict
+    batch = random_batch(task, [7, 4, 9])
+    torch.testing.assert_close(_log_probs(ode, batch), _log_probs(vanilla, batch), atol=1e-5, rtol=0)
+
+
+def _block_and_branch(arch, **overrides):
+    model = build_model(arch, TinyTask(), **overrides).eval()
+    block = model.encoder.layers[0]
+    layer = TransformerEncoderLayerBase(block.cfg).eval()
+    missing = layer.load_state_dict(block.state_dict(), strict=False)
+    assert not missing.missing_keys
+    return block, (lambda z: layer(z, encoder_padding_mask=None) - z)
+
+
+def test_rk2_block_equals_heun_formula():
+    block, G = _block_and_branch("ode_transformer_rk2")
+    y = torch.randn(5, 2, 32)
+    k1 = G(y)
+    k2 = G(y + k1)
+    torch.testing.assert_close(block(y), y + (k1 + k2) / 2, atol=1e-5, rtol=0)
+
+
+def test_rk4_block_equals_classical_rk4_formula():
+    block, G = _block_and_branch("ode_transformer_rk4")
+    y = torch.randn(5, 2, 32)
+    k1 = G(y)
+    k2 = G(y + k1 / 2)
+    k3 = G(y + k2 / 2)
+    k4 = G(y + k3)
+    torch.testing.assert_close(
+        block(y), y + (k1 + 2 * k2 + 2 * k3 + k4) / 6, atol=1e-5, rtol=0
+    )
+
+
+def test_learned_gamma_block_equals_paper_gate_formula():
+    block, G = _block_and_branch("ode_transformer_rk2_learned")
+    with torch.no_grad():
+        block.combiner.proj.bias.fill_(0.3)
+    y = torch.randn(5, 2, 32)
+    k1 = G(y)
+    k2 = G(y + k1)
+    W, b = block.combiner.proj.weight, block.combiner.proj.bias
+    g = torch.sigmoid(torch.cat([k1, k2], dim=-1) @ W.t() + b)
+    torch.testing.assert_close(block(y), y + g * k1 + (1 - g) * k2, atol=1e-5, rtol=0)
+
+
+def test_free_ones_block_is_sum_of_stages_at_init():
+    block, G = _block_and_branch("ode_transformer_rk2", ode_coefficients="free-ones")
+    y = torch.randn(5, 2, 32)
+    k1 = G(y)
+    k2 = G(y + k1)
+    torch.testing.assert_close(block(y), y + k1 + k2, atol=1e-5, rtol=0)
+
+
+def test_whole_layer_field_feeds_residual_into_every_stage():
+    block, G = _block_and_branch("ode_transformer_rk2", ode_field="whole-layer")
+    L = lambda z: z + G(z)  # noqa: E731
+    y = torch.randn(5, 2, 32)
+    k1 = L(y)
+    k2 = L(y + k1)
+    torch.testing.assert_close(block(y), y + (k1 + k2) / 2, atol=1e-5, rtol=0)
+
+
+def _count(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_parameter_counts_equal_vanilla_plus_gates(task):
+    d, layers = 32, 2
+    euler = _count(build_model("ode_transformer_euler", task))
+    assert _count(build_model("ode_transformer_rk4", task)) == euler
+    assert _count(build_model("ode_transformer_rk4_encdec", task)) == euler
+    assert _count(build_model("ode_transformer_rk2_learned", task)) == euler + layers * (2 * d + 1)
+    shared = build_model("ode_transformer_rk2", task, ode_coefficients="learned-shared")
+    assert _count(shared) == euler + (2 * d + 1)
+    rk4_gate = build_model("ode_transformer_rk4", task, ode_coefficients="learned")
+    assert _count(rk4_gate) == euler + layers * 3 * (4 * d + 1)
+    assert _count(build_model("ode_transformer_rk4", task, ode_coefficients="free")) == euler + layers * 4
+
+
+def test_vanilla_checkpoint_initialises_an_rk_model(task):
+    vanilla = build_model(
+        "transformer", task, encoder_normalize_before=True, decoder_normalize_before=True
+    )
+    rk = build_model("ode_transformer_rk2_learned", task)
+    result = rk.load_state_dict(vanilla.state_dict(), strict=False)
+    assert not result.unexpected_keys
+    assert sorted(result.missing_keys) == [
+        f"encoder.layers.{i}.combiner.proj.{p}" for i in range(2) for p in ("bias", "weight")
+    ]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(encoder_ode_method="rk5"), r"--encoder-ode-method 'rk5' is not valid; choose one of: euler"),
+        (dict(ode_coefficients="gated"), r"--ode-coefficients 'gated' is not valid; choose one of: fixed"),
+        (dict(ode_field="sideways"), r"--ode-field 'sideways' is not valid"),
+        (dict(encoder_normalize_before=False), r"residual-branch .* needs pre-norm encoder layers: pass --encoder-normalize-before"),
+        (dict(encoder_ode_method="euler", ode_coefficients="learned"), r"have one stage; choose a method such as heun"),
+        (dict(encoder_relative_positions=-2), r"--encoder-relative-positions must be >= 0"),
+        (dict(encoder_layer_history="sparse"), r"--encoder-layer-history 'sparse' is not valid"),
+        (dict(ode_checkpoint_stages=True, checkpoint_activations=True), r"not both"),
+    ],
+)
+def test_invalid_options_fail_at_model_build_naming_option_and_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        build_model("ode_transformer_rk4", TinyTask(), **overrides)

@@ -1,0 +1,2 @@
+"""fairseq models and architectures of ode-seq."""
+from . import ode_transformer, architectures  # noqa: F401  (registration)

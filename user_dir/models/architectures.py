@@ -1,0 +1,96 @@
+"""Named architectures of ``ode_transformer``: a size preset plus an ODE setting each.
+
+Values here are defaults: anything given on the command line wins (fairseq leaves unset
+model options out of ``args``, and these functions only fill what is missing).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from fairseq.models import register_model_architecture
+from fairseq.models.transformer import base_architecture
+
+SIZES: Dict[str, Dict[str, Any]] = {
+    # transformer-base (Vaswani et al.), pre-norm.
+    "base": dict(embed_dim=512, ffn_embed_dim=2048, attention_heads=8, encoder_layers=6,
+                 decoder_layers=6, dropout=0.1),
+    # a CPU-sized model for demos and tests.
+    "small": dict(embed_dim=256, ffn_embed_dim=1024, attention_heads=4, encoder_layers=3,
+                  decoder_layers=3, dropout=0.1),
+    # the paper's big models: d=1024, FFN 4096, 16 heads, dropout 0.3.
+    "big": dict(embed_dim=1024, ffn_embed_dim=4096, attention_heads=16, encoder_layers=6,
+                decoder_layers=6, dropout=0.3),
+    "big_e12": dict(embed_dim=1024, ffn_embed_dim=4096, attention_heads=16, encoder_layers=12,
+                    decoder_layers=6, dropout=0.3),
+}
+
+ODE_DEFAULTS: Dict[str, Any] = dict(
+    encoder_ode_method="euler",
+    decoder_ode_method="euler",
+    ode_coefficients="fixed",
+    ode_field="residual-branch",
+    encoder_layer_history="none",
+    decoder_layer_history="none",
+    encoder_relative_positions=0,
+    decoder_relative_positions=0,
+    ode_checkpoint_stages=False,
+)
+
+RPR_8 = dict(encoder_relative_positions=8, decoder_relative_positions=8)
+
+ARCHITECTURES: Dict[str, tuple] = {
+    "ode_transformer_euler": ("base", dict()),
+    "ode_transformer_rk2": ("base", dict(encoder_ode_method="heun")),
+    "ode_transformer_rk3": ("base", dict(encoder_ode_method="rk3")),
+    "ode_transformer_rk4": ("base", dict(encoder_ode_method="rk4")),
+    "ode_transformer_rk2_learned": (
+        "base", dict(encoder_ode_method="heun", ode_coefficients="learned")),
+    "ode_transformer_rk4_encdec": (
+        "base", dict(encoder_ode_method="rk4", decoder_ode_method="rk4")),
+    "ode_transformer_euler_small": ("small", dict()),
+    "ode_transformer_rk2_learned_small": (
+        "small", dict(encoder_ode_method="heun", ode_coefficients="learned")),
+    "ode_transformer_rk4_small": ("small", dict(encoder_ode_method="rk4")),
+    "ode_transformer_rk4_encdec_small": (
+        "small", dict(encoder_ode_method="rk4", decoder_ode_method="rk4")),
+    "ode_transformer_euler_wmt_en_de_big": ("big", dict()),
+    "ode_transformer_rk2_learned_wmt_en_de_big": (
+        "big", dict(encoder_ode_method="heun", ode_coefficients="learned")),
+    "ode_transformer_euler_rpr_wmt_en_de_big_e12": ("big_e12", dict(RPR_8)),
+    "ode_transformer_rk2_learned_rpr_wmt_en_de_big_e12": (
+        "big_e12", dict(encoder_ode_method="heun", ode_coefficients="learned", **RPR_8)),
+}
+
+
+def _preset_values(size: str, ode: Dict[str, Any]) -> Dict[str, Any]:
+    s = SIZES[size]
+    values = dict(ODE_DEFAULTS, **ode)
+    for side in ("encoder", "decoder"):
+        values.update({
+            f"{side}_embed_dim": s["embed_dim"],
+            f"{side}_ffn_embed_dim": s["ffn_embed_dim"],
+            f"{side}_attention_heads": s["attention_heads"],
+            f"{side}_layers": s[f"{side}_layers"],
+            f"{side}_normalize_before": True,
+        })
+    values.update(dropout=s["dropout"], attention_dropout=0.1, activation_dropout=0.1)
+    return values
+
+
+def _make_architecture(size: str, ode: Dict[str, Any]):
+    values = _preset_values(size, ode)
+
+    def architecture(args) -> None:
+        for key, value in values.items():
+            if getattr(args, key, None) is None:
+                setattr(args, key, value)
+        base_architecture(args)
+
+    return architecture
+
+
+register_model_architecture("ode_transformer", "ode_transformer")(
+    _make_architecture("base", dict())
+)
+for _name, (_size, _ode) in ARCHITECTURES.items():
+    register_model_architecture("ode_transformer", _name)(_make_architecture(_size, _ode))
