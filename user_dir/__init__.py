@@ -1,4 +1,11 @@
 """ode-seq's fairseq plugin: ``--user-dir user_dir`` registers models, architectures, criterions."""
-from . import checkpoint_safety, models  # noqa: F401  (registration)
+import os
+import sys
 
-checkpoint_safety.allow_fairseq_checkpoint_types()
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from . import fairseq_fixes, models  # noqa: E402,F401  (registration)
+
+fairseq_fixes.apply()
