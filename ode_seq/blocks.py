@@ -1,6 +1,10 @@
-"""Runge–Kutta blocks: one Transformer layer's parameters reused at every stage.
+"""Runge–Kutta blocks: one Transformer layer's parameters reused at every stage and step.
 
-    y' = y + Σ_i w_i k_i,    k_i = F(y + Σ_{j<i} a_ij k_j)     (step size h = 1 per block)
+    y_{n+1} = y_n + h Σ_i w_i k_i,    k_i = F(y_n + h Σ_{j<i} a_ij k_j),    n = 0 … N−1
+
+A block integrates dy/dt = F(y) over [0, T] with N steps of size h = T/N; the ODE Transformer
+block is T = N = 1, a weight-shared group of k layers is T = k. Encoder blocks may instead
+solve adaptively (:mod:`ode_seq.adaptive`).
 
 A block *is* fairseq's layer (a subclass of it, see :mod:`ode_seq.fields`) whose forward takes
 one Runge–Kutta step instead of one residual update. It keeps the layer's call signature and
@@ -9,43 +13,68 @@ checkpoint loads into an ODE model (only the coefficient parameters are new).
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional
 
 import torch
 from fairseq.incremental_decoding_utils import with_incremental_state
+from fairseq.logging import metrics
 from torch import Tensor, nn
 
+from .adaptive import AdaptiveSolver
 from .fields import DecoderLayerField, EncoderLayerField
 from .layer_history import LayerHistory
 from .stage_state import IncrementalState, reorder_stage_states, stage_state
-from .stepper import VectorField, rk_step
+from .stepper import rk_step
 from .tableaus import ButcherTableau
+
+StepField = Callable[..., Tensor]  # F(z, stage, step=n)
+
+
+@dataclass(frozen=True)
+class Integration:
+    """How a block integrates: method, output weights, grid, checkpointing."""
+
+    tableau: ButcherTableau
+    steps: int = 1
+    interval: float = 1.0
+    checkpoint_stages: bool = False
+    adaptive: Optional[AdaptiveSolver] = None
 
 
 class _RungeKuttaStep:
-    """Mixin: the method (tableau), output weights (combiner) and stage checkpointing."""
+    """Mixin: integrates the layer's field with the block's ``Integration`` and combiner."""
 
-    tableau: ButcherTableau
-    checkpoint_stages: bool
+    integration: Integration
 
-    def _init_step(
-        self, tableau: ButcherTableau, combiner: nn.Module, checkpoint_stages: bool
-    ) -> None:
-        self.tableau = tableau
+    def _init_step(self, integration: Integration, combiner: nn.Module) -> None:
+        self.integration = integration
         self.combiner = combiner
-        self.checkpoint_stages = checkpoint_stages
 
-    def step(self, field: VectorField, y: Tensor) -> Tensor:
-        return rk_step(
-            field,
-            y,
-            self.tableau,
-            combine=self.combiner,
-            checkpoint_stages=self.checkpoint_stages and self.training,
-        )
+    @property
+    def tableau(self) -> ButcherTableau:
+        return self.integration.tableau
+
+    def integrate(self, field: StepField, y: Tensor) -> Tensor:
+        """N fixed steps of size T/N; ``field(z, stage, step=n)``."""
+        plan = self.integration
+        h = plan.interval / plan.steps
+        for n in range(plan.steps):
+            y = rk_step(
+                functools.partial(field, step=n),
+                y,
+                plan.tableau,
+                h,
+                combine=self.combiner,
+                checkpoint_stages=plan.checkpoint_stages and self.training,
+            )
+        return y
 
     def extra_repr(self) -> str:
-        return f"method={self.tableau.name}, checkpoint_stages={self.checkpoint_stages}"
+        plan = self.integration
+        method = plan.adaptive.method if plan.adaptive else plan.tableau.name
+        return f"method={method}, steps={plan.steps}, interval={plan.interval}"
 
 
 class EncoderODEBlock(_RungeKuttaStep, EncoderLayerField):
@@ -54,14 +83,13 @@ class EncoderODEBlock(_RungeKuttaStep, EncoderLayerField):
     def __init__(
         self,
         cfg,
-        tableau: ButcherTableau,
+        integration: Integration,
         combiner: nn.Module,
         field_form: str = "residual-branch",
         relative_positions: int = 0,
-        checkpoint_stages: bool = False,
     ) -> None:
         super().__init__(cfg, field_form, relative_positions)
-        self._init_step(tableau, combiner, checkpoint_stages)
+        self._init_step(integration, combiner)
 
     def forward(
         self,
@@ -69,7 +97,16 @@ class EncoderODEBlock(_RungeKuttaStep, EncoderLayerField):
         encoder_padding_mask: Optional[Tensor] = None,
         attn_mask: Optional[Tensor] = None,
     ) -> Tensor:
-        return self.step(lambda z, _: self.field(z, encoder_padding_mask, attn_mask), x)
+        adaptive = self.integration.adaptive
+        if adaptive is None:
+            return self.integrate(
+                lambda z, stage, step: self.field(z, encoder_padding_mask, attn_mask), x
+            )
+        y, evaluations = adaptive.solve(
+            lambda z: self.field(z, encoder_padding_mask, attn_mask), x, encoder_padding_mask
+        )
+        metrics.log_scalar("encoder_nfe", evaluations, weight=1, round=1)
+        return y
 
 
 @with_incremental_state
@@ -82,15 +119,20 @@ class DecoderODEBlock(_RungeKuttaStep, DecoderLayerField):
     def __init__(
         self,
         cfg,
-        tableau: ButcherTableau,
+        integration: Integration,
         combiner: nn.Module,
         field_form: str = "residual-branch",
         relative_positions: int = 0,
-        checkpoint_stages: bool = False,
         no_encoder_attn: bool = False,
     ) -> None:
+        if integration.adaptive is not None:
+            raise ValueError(
+                "adaptive solvers cannot run a causal decoder: their batch-wide step sizes see "
+                "future positions and incremental decoding needs a fixed grid; use a fixed-grid "
+                "--decoder-ode-method (e.g. rk4) with --decoder-ode-steps"
+            )
         super().__init__(cfg, field_form, no_encoder_attn, relative_positions)
-        self._init_step(tableau, combiner, checkpoint_stages)
+        self._init_step(integration, combiner)
 
     def forward(
         self,
@@ -111,10 +153,10 @@ class DecoderODEBlock(_RungeKuttaStep, DecoderLayerField):
             )
         attentions: List[Tensor] = []
 
-        def field(z: Tensor, stage: int) -> Tensor:
+        def field(z: Tensor, stage: int, step: int) -> Tensor:
             state = None
             if incremental_state is not None:
-                state = stage_state(self, incremental_state, stage, self.encoder_attn)
+                state = stage_state(self, incremental_state, step, stage, self.encoder_attn)
             k, attn = self.field(
                 z,
                 encoder_out=encoder_out,
@@ -129,7 +171,7 @@ class DecoderODEBlock(_RungeKuttaStep, DecoderLayerField):
                 attentions.append(attn)
             return k
 
-        y = self.step(field, x)
+        y = self.integrate(field, x)
         attn = torch.stack(attentions).mean(dim=0) if attentions else None
         return y, attn, None
 
@@ -139,6 +181,7 @@ class DecoderODEBlock(_RungeKuttaStep, DecoderLayerField):
         reorder_stage_states(
             self,
             incremental_state,
+            self.integration.steps,
             self.tableau.stages,
             self.self_attn,
             self.encoder_attn,

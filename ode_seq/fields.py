@@ -7,6 +7,9 @@ Overriding that hook turns the unchanged layer forward into a vector field:
   Encoder: F(z) = a + f with a = SelfAttn(LN1 z), f = FFN(LN2(z + a)); the decoder adds
   the cross-attention term in the same sequential way. One Euler stage y + F(y) is the
   pre-norm layer.
+- ``parallel-branch`` (Zhong et al., 2022): every sublayer reads the block input,
+  F(z) = SelfAttn(LN1 z) + FFN(LN2 z) (decoder: + CrossAttn(LN2 z), FFN on LN3 z); Euler on
+  this field is the parallel attention∥FFN layer.
 - ``whole-layer`` (public-code form): F(z) = L(z), residual connections included.
 
 Dropout masks are drawn afresh at every call, i.e. at every Runge–Kutta stage.
@@ -23,7 +26,7 @@ from torch import Tensor
 
 from .relative_attention import RelativePositionSelfAttention
 
-FIELD_FORMS = ("residual-branch", "whole-layer")
+FIELD_FORMS = ("residual-branch", "parallel-branch", "whole-layer")
 
 
 class _BranchRecorder:
@@ -34,9 +37,10 @@ class _BranchRecorder:
     _branch: Optional[Tensor] = None
 
     def residual_connection(self, x: Tensor, residual: Tensor) -> Tensor:
-        if self.field_form != "whole-layer":
-            self._branch = x if self._branch is None else self._branch + x
-        return residual + x
+        if self.field_form == "whole-layer":
+            return residual + x
+        self._branch = x if self._branch is None else self._branch + x
+        return residual if self.field_form == "parallel-branch" else residual + x
 
     def _take_branch(self, layer_output: Tensor) -> Tensor:
         branch, self._branch = self._branch, None

@@ -1,9 +1,9 @@
-"""Per-(block, stage) incremental state for Runge–Kutta decoder blocks.
+"""Per-(block, step, stage) incremental state for Runge–Kutta decoder blocks.
 
-Stage i of a decoder block at position t sees its own stage input at positions ≤ t, so each
-stage keeps its own self-attention key/value cache: ``incremental_state`` holds one nested
-dictionary per stage under the block's key. Cross-attention keys/values depend only on the
-encoder output; stage 0 computes them and every other stage reuses the same buffer.
+Stage i of step n of a decoder block at position t sees its own stage input at positions ≤ t,
+so each (step, stage) keeps its own self-attention key/value cache: ``incremental_state`` holds
+one nested dictionary per (step, stage) under the block's key. Cross-attention keys/values
+depend only on the encoder output; (0, 0) computes them and every other stage reuses them.
 """
 from __future__ import annotations
 
@@ -16,21 +16,26 @@ from torch import Tensor
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
 
+def stage_key(step: int, stage: int) -> str:
+    return f"step{step}.stage{stage}"
+
+
 def stage_state(
     owner: FairseqIncrementalState,
     incremental_state: IncrementalState,
+    step: int,
     stage: int,
     cross_attention: Optional[MultiheadAttention],
 ) -> IncrementalState:
-    """The nested state of ``stage``, created on first use, sharing stage 0's cross-attn K/V."""
-    key = f"stage{stage}"
+    """The nested state of (step, stage), created on first use, sharing (0, 0)'s cross-attn K/V."""
+    key = stage_key(step, stage)
     state = owner.get_incremental_state(incremental_state, key)
     if state is None:
         state = {}
         owner.set_incremental_state(incremental_state, key, state)
-    if stage > 0 and cross_attention is not None:
+    if (step, stage) != (0, 0) and cross_attention is not None:
         shared = cross_attention.get_incremental_state(
-            stage_state(owner, incremental_state, 0, None), "attn_state"
+            stage_state(owner, incremental_state, 0, 0, None), "attn_state"
         )
         if shared is not None:
             cross_attention.set_incremental_state(state, "attn_state", shared)
@@ -40,19 +45,22 @@ def stage_state(
 def reorder_stage_states(
     owner: FairseqIncrementalState,
     incremental_state: IncrementalState,
+    steps: int,
     stages: int,
     self_attention: MultiheadAttention,
     cross_attention: Optional[MultiheadAttention],
     new_order: Tensor,
 ) -> None:
-    """Reorder every stage's self-attention cache and, once, the shared cross-attention cache."""
-    for stage in range(stages):
-        state = owner.get_incremental_state(incremental_state, f"stage{stage}")
-        if state is None:
-            continue
-        self_attention.reorder_incremental_state(state, new_order)
-        if cross_attention is not None:
-            if stage == 0:
+    """Reorder every (step, stage) self-attention cache and, once, the shared cross-attn cache."""
+    for step in range(steps):
+        for stage in range(stages):
+            state = owner.get_incremental_state(incremental_state, stage_key(step, stage))
+            if state is None:
+                continue
+            self_attention.reorder_incremental_state(state, new_order)
+            if cross_attention is None:
+                continue
+            if (step, stage) == (0, 0):
                 cross_attention.reorder_incremental_state(state, new_order)
             else:
-                stage_state(owner, incremental_state, stage, cross_attention)
+                stage_state(owner, incremental_state, step, stage, cross_attention)

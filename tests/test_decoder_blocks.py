@@ -68,7 +68,7 @@ def test_decoder_stage_caches_hold_one_entry_per_position_and_stage():
     block = model.decoder.layers[0]
     self_keys, cross_keys = [], []
     for stage in range(4):
-        stage_state = block.get_incremental_state(state, f"stage{stage}")
+        stage_state = block.get_incremental_state(state, f"step0.stage{stage}")
         self_keys.append(block.self_attn._get_input_buffer(stage_state)["prev_key"])
         cross_keys.append(block.encoder_attn._get_input_buffer(stage_state)["prev_key"])
     assert all(k.size(2) == 3 for k in self_keys)  # 3 positions, not 3 x 4 stages

@@ -119,7 +119,7 @@ def test_vanilla_checkpoint_initialises_an_rk_model(task):
         (dict(encoder_ode_method="rk5"), r"--encoder-ode-method 'rk5' is not valid; choose one of: euler"),
         (dict(ode_coefficients="gated"), r"--ode-coefficients 'gated' is not valid; choose one of: fixed"),
         (dict(ode_field="sideways"), r"--ode-field 'sideways' is not valid"),
-        (dict(encoder_normalize_before=False), r"residual-branch .* needs pre-norm encoder layers: pass --encoder-normalize-before"),
+        (dict(encoder_normalize_before=False), r"--ode-field residual-branch needs pre-norm encoder layers: pass --encoder-normalize-before"),
         (dict(encoder_ode_method="euler", ode_coefficients="learned"), r"have one stage; choose a method such as heun"),
         (dict(encoder_relative_positions=-2), r"--encoder-relative-positions must be >= 0"),
         (dict(encoder_layer_history="sparse"), r"--encoder-layer-history 'sparse' is not valid"),

@@ -121,8 +121,26 @@ def test_hub_interface_translates(data_bin, trained):
 
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
 def test_every_architecture_trains_through_fairseq_train(data_bin, tmp_path, arch):
+    shared = ["--encoder-share-group-size", "2"] if "shared" in arch else []
     out = run("fairseq-train", [
-        str(data_bin), "--arch", arch, *TINY_MODEL, *TRAIN, "--max-update", "2",
+        str(data_bin), "--arch", arch, *TINY_MODEL, *shared, *TRAIN, "--max-update", "2",
         "--save-dir", str(tmp_path), "--no-save", "--disable-validation",
     ])
     assert re.search(r"num_updates 2\b|num_updates=2\b", out.stdout + out.stderr)
+
+
+def test_adaptive_encoder_logs_nfe_and_generates_with_another_solver(data_bin, tmp_path):
+    out = run("fairseq-train", [
+        str(data_bin), "--arch", "ode_transformer_parallel_shared_dopri5", *TINY_MODEL,
+        "--encoder-share-group-size", "2", *TRAIN, "--max-update", "3", "--log-interval", "1",
+        "--save-dir", str(tmp_path), "--max-epoch", "1",
+    ])
+    log = out.stdout + out.stderr
+    assert re.search(r"train_inner .*encoder_nfe=\d+", log)
+    assert re.search(r"valid .*\| encoder_nfe \d+", log)
+    gen = run("fairseq-generate", [
+        str(data_bin), "--user-dir", "user_dir", "--path", str(tmp_path / "checkpoint_last.pt"),
+        "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid",
+        "--model-overrides", "{'encoder_ode_method': 'rk4', 'encoder_ode_steps': 3}",
+    ])
+    assert len(_hypotheses(gen.stdout)) == 30

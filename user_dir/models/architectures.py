@@ -34,6 +34,8 @@ ODE_DEFAULTS: Dict[str, Any] = dict(
     encoder_relative_positions=0,
     decoder_relative_positions=0,
     ode_checkpoint_stages=False,
+    encoder_share_group_size=1,
+    decoder_share_group_size=1,
 )
 
 RPR_8 = dict(encoder_relative_positions=8, decoder_relative_positions=8)
@@ -53,6 +55,13 @@ ARCHITECTURES: Dict[str, tuple] = {
     "ode_transformer_rk4_small": ("small", dict(encoder_ode_method="rk4")),
     "ode_transformer_rk4_encdec_small": (
         "small", dict(encoder_ode_method="rk4", decoder_ode_method="rk4")),
+    # Zhong et al. (2022): parallel attention∥FFN layers (Euler), and weight-shared encoders
+    # integrated by RK4 (6 steps over [0, 6]) or adaptively by dopri5.
+    "ode_transformer_parallel": ("base", dict(ode_field="parallel-branch")),
+    "ode_transformer_parallel_shared_rk4": (
+        "base", dict(ode_field="parallel-branch", encoder_ode_method="rk4", encoder_share_group_size=6)),
+    "ode_transformer_parallel_shared_dopri5": (
+        "base", dict(ode_field="parallel-branch", encoder_ode_method="dopri5", encoder_share_group_size=6)),
     "ode_transformer_euler_wmt_en_de_big": ("big", dict()),
     "ode_transformer_rk2_learned_wmt_en_de_big": (
         "big", dict(encoder_ode_method="heun", ode_coefficients="learned")),

@@ -5,6 +5,8 @@ Each encoder/decoder layer becomes a Runge–Kutta block (:mod:`ode_seq.blocks`)
 """
 from __future__ import annotations
 
+import copy
+
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model
 from fairseq.models.transformer import (
@@ -16,7 +18,8 @@ from fairseq.models.transformer import (
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import nn
 
-from ode_seq.blocks import DecoderODEBlock, EncoderODEBlock, HistoryBlock
+from ode_seq.adaptive import ADAPTIVE_METHODS
+from ode_seq.blocks import DecoderODEBlock, EncoderODEBlock, HistoryBlock, Integration
 from ode_seq.coefficients import COEFFICIENT_MODES, StageGate, build_combiner
 from ode_seq.config import ODEStackConfig, validate_model
 from ode_seq.fields import FIELD_FORMS
@@ -26,12 +29,21 @@ from ode_seq.tableaus import TABLEAUS
 
 def add_ode_args(parser) -> None:
     """Options of ODE stacks. No argparse defaults: the architecture's values apply."""
-    methods = tuple(TABLEAUS)
     for side, default in (("encoder", "the architecture's, e.g. rk4"), ("decoder", "euler")):
+        methods = tuple(TABLEAUS) + (ADAPTIVE_METHODS if side == "encoder" else ())
         parser.add_argument(
             f"--{side}-ode-method", choices=methods, metavar="METHOD",
-            help=f"Runge-Kutta method of each {side} block: {', '.join(methods)} "
-            f"(default: {default})",
+            help=f"method of each {side} block: {', '.join(methods)} (default: {default})",
+        )
+        parser.add_argument(
+            f"--{side}-ode-steps", type=int, metavar="N",
+            help=f"fixed-grid steps per {side} block (default: the share group size, i.e. "
+            "step size 1); may be changed at generation time with --model-overrides",
+        )
+        parser.add_argument(
+            f"--{side}-share-group-size", type=int, metavar="K",
+            help=f"share one layer across each group of K {side} layers, integrated over "
+            "[0, K] (default: 1, no sharing)",
         )
         parser.add_argument(
             f"--{side}-layer-history", choices=HISTORY_TYPES,
@@ -54,13 +66,18 @@ def add_ode_args(parser) -> None:
         "pre-norm layer) or whole-layer = layer with residuals (public code) "
         "(default: residual-branch)",
     )
+    parser.add_argument("--ode-rtol", type=float, help="adaptive solver rtol (default: 1e-3)")
+    parser.add_argument("--ode-atol", type=float, help="adaptive solver atol (default: 1e-4)")
+    parser.add_argument(
+        "--ode-min-step", type=float, help="adaptive solver minimum step size (default: 0)"
+    )
     parser.add_argument(
         "--ode-checkpoint-stages", action="store_true",
         help="recompute each Runge-Kutta stage in the backward pass (keeps stage inputs only)",
     )
 
 
-def _build_combiner(stack: "ODEStackMixin", cfg, embed_dim: int) -> nn.Module:
+def _build_combiner(stack: "ODEStackMixin", embed_dim: int) -> nn.Module:
     ode = stack.ode
     mode = ode.stack_coefficients
     shared = None
@@ -84,11 +101,28 @@ class ODEStackMixin:
 
     ode: ODEStackConfig
 
-    def _init_ode(self, cfg, side: str) -> None:
+    def _init_ode(self, cfg, side: str):
+        """Validate this stack's options; returns cfg with one layer per share group."""
         self.ode = ODEStackConfig.from_args(cfg, side)
         self.ode.validate(
             normalize_before=getattr(cfg, side).normalize_before,
             checkpoint_activations=cfg.checkpoint_activations,
+            layers=getattr(cfg, side).layers,
+        )
+        if self.ode.share_group_size == 1:
+            return cfg
+        grouped = copy.deepcopy(cfg)
+        getattr(grouped, side).layers //= self.ode.share_group_size
+        return grouped
+
+    def _integration(self) -> Integration:
+        ode = self.ode
+        return Integration(
+            tableau=ode.tableau,
+            steps=ode.step_count,
+            interval=float(ode.share_group_size),
+            checkpoint_stages=ode.checkpoint_stages,
+            adaptive=ode.adaptive_solver(),
         )
 
     def _wrap_history(self, cfg, side: str) -> None:
@@ -112,18 +146,17 @@ class ODETransformerEncoder(ODEStackMixin, TransformerEncoderBase):
     """fairseq's encoder with Runge–Kutta blocks."""
 
     def __init__(self, cfg, dictionary, embed_tokens) -> None:
-        self._init_ode(cfg, "encoder")
+        cfg = self._init_ode(cfg, "encoder")
         super().__init__(cfg, dictionary, embed_tokens)
         self._wrap_history(cfg, "encoder")
 
     def build_encoder_layer(self, cfg):
         block = EncoderODEBlock(
             cfg,
-            self.ode.tableau,
-            _build_combiner(self, cfg, cfg.encoder.embed_dim),
+            self._integration(),
+            _build_combiner(self, cfg.encoder.embed_dim),
             field_form=self.ode.field,
             relative_positions=self.ode.relative_positions,
-            checkpoint_stages=self.ode.checkpoint_stages,
         )
         return _wrap(block, cfg)
 
@@ -132,18 +165,17 @@ class ODETransformerDecoder(ODEStackMixin, TransformerDecoderBase):
     """fairseq's decoder with Runge–Kutta blocks and per-stage incremental caches."""
 
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn: bool = False) -> None:
-        self._init_ode(cfg, "decoder")
+        cfg = self._init_ode(cfg, "decoder")
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
         self._wrap_history(cfg, "decoder")
 
     def build_decoder_layer(self, cfg, no_encoder_attn: bool = False):
         block = DecoderODEBlock(
             cfg,
-            self.ode.tableau,
-            _build_combiner(self, cfg, cfg.decoder.embed_dim),
+            self._integration(),
+            _build_combiner(self, cfg.decoder.embed_dim),
             field_form=self.ode.field,
             relative_positions=self.ode.relative_positions,
-            checkpoint_stages=self.ode.checkpoint_stages,
             no_encoder_attn=no_encoder_attn,
         )
         return _wrap(block, cfg)

@@ -1,0 +1,117 @@
+"""Parallel attention∥FFN fields, weight-shared groups over [0, k], and adaptive encoder solves."""
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import TinyTask, build_model, random_batch
+
+
+def _encoder_out(model, src, lengths):
+    return model.encoder(src, src_lengths=lengths)["encoder_out"][0]
+
+
+def test_parallel_euler_encoder_equals_hand_computed_parallel_layers():
+    task = TinyTask()
+    model = build_model("ode_transformer_parallel", task).eval()
+    src, lengths, _ = random_batch(task, [5, 7])
+    enc = model.encoder
+    pad = src.eq(task.source_dictionary.pad())
+    x, _ = enc.forward_embedding(src)
+    x = (x * (1 - pad.unsqueeze(-1).type_as(x))).transpose(0, 1)
+    for layer in enc.layers:
+        attn, _ = layer.self_attn(*(layer.self_attn_layer_norm(x),) * 3, key_padding_mask=pad)
+        ffn = layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x))))
+        x = x + attn + ffn
+    torch.testing.assert_close(_encoder_out(model, src, lengths), enc.layer_norm(x), atol=1e-5, rtol=0)
+
+
+def test_shared_group_with_euler_steps_of_one_equals_repeated_shared_layer():
+    task = TinyTask()
+    model = build_model("ode_transformer_euler", task, encoder_share_group_size=2).eval()
+    assert len(model.encoder.layers) == 1
+    block = model.encoder.layers[0]
+    y = torch.randn(6, 3, 32)
+    expected = y
+    for _ in range(2):
+        expected = expected + block.field(expected, None)
+    torch.testing.assert_close(block(y), expected, atol=1e-6, rtol=0)
+
+
+def _shared_block(method, **overrides):
+    # GELU keeps F smooth: with ReLU, F is only Lipschitz and RK4 cannot show order 4.
+    model = build_model(
+        "ode_transformer_parallel", TinyTask(), encoder_ode_method=method,
+        encoder_share_group_size=2, activation_fn="gelu", **overrides,
+    ).double().eval()
+    return model.encoder.layers[0]
+
+
+def test_fixed_grid_group_solutions_converge_to_adaptive_solution_at_method_order():
+    torch.manual_seed(0)
+    y = torch.randn(5, 2, 32, dtype=torch.float64)
+    adaptive = _shared_block("dopri5", ode_rtol=1e-8, ode_atol=1e-10)
+    with torch.no_grad():
+        reference = adaptive(y)
+    for method, order in (("heun", 2), ("rk4", 4)):
+        steps = np.array([2, 4, 8, 16])
+        errors = []
+        for n in steps:
+            block = _shared_block(method, encoder_ode_steps=int(n))
+            block.load_state_dict(adaptive.state_dict())
+            with torch.no_grad():
+                errors.append((block(y) - reference).abs().max().item())
+        slope = -np.polyfit(np.log(steps), np.log(errors), 1)[0]
+        assert abs(slope - order) < 0.25, (method, slope, errors)
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(encoder_ode_method="rk4", encoder_share_group_size=2, encoder_ode_steps=3),
+    dict(encoder_ode_method="dopri5", encoder_share_group_size=2),
+    dict(encoder_ode_method="bosh3", encoder_share_group_size=1, ode_rtol=1e-4),
+])
+def test_extra_padding_does_not_change_non_pad_outputs(overrides):
+    task = TinyTask()
+    model = build_model("ode_transformer_parallel", task, **overrides).eval()
+    src, lengths, _ = random_batch(task, [5, 7, 3], seed=4)
+    pad = task.source_dictionary.pad()
+    padded = torch.cat([torch.full((3, 4), pad), src], dim=1)  # sources are left-padded
+    with torch.no_grad():
+        a = _encoder_out(model, src, lengths)
+        b = _encoder_out(model, padded, lengths)[4:]
+    keep = src.ne(pad).t()
+    torch.testing.assert_close(a[keep], b[keep], atol=1e-5, rtol=0)
+
+
+def _incremental_equals_full(model, task):
+    src, lengths, prev = random_batch(task, [6, 3, 8], seed=7)
+    with torch.no_grad():
+        full = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
+        enc = model.encoder(src, src_lengths=lengths)
+        state, steps = {}, []
+        for t in range(prev.size(1)):
+            out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+            steps.append(model.get_normalized_probs(out, log_probs=True))
+    not_pad = prev.ne(task.target_dictionary.pad())
+    return (full - torch.cat(steps, dim=1)).abs().amax(-1)[not_pad].max().item()
+
+
+def test_incremental_decoding_equals_full_forward_for_parallel_field_and_step_override():
+    task = TinyTask()
+    common = dict(decoder_ode_method="heun", decoder_share_group_size=2, ode_field="parallel-branch")
+    model = build_model("ode_transformer_rk4", task, decoder_ode_steps=3, **common).eval()
+    assert _incremental_equals_full(model, task) <= 1e-5
+    override = build_model("ode_transformer_rk4", task, decoder_ode_steps=5, **common).eval()
+    override.load_state_dict(model.state_dict())
+    assert _incremental_equals_full(override, task) <= 1e-5
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(decoder_ode_method="dopri5"), r"--decoder-ode-method dopri5: adaptive solvers cannot run a causal decoder"),
+    (dict(encoder_ode_method="dopri5", ode_coefficients="learned"), r"adaptive --encoder-ode-method dopri5 has none"),
+    (dict(encoder_share_group_size=3), r"--encoder-share-group-size 3 must be a positive divisor of --encoder-layers 2"),
+    (dict(encoder_ode_steps=0), r"--encoder-ode-steps must be a positive integer"),
+    (dict(encoder_ode_method="dopri5", ode_rtol=-1.0), r"--ode-rtol and --ode-atol must be > 0"),
+])
+def test_invalid_continuous_depth_options_are_rejected(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        build_model("ode_transformer_parallel", TinyTask(), **overrides)
