@@ -14,6 +14,7 @@ checkpoint loads into an ODE model (only the coefficient parameters are new).
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
@@ -31,6 +32,8 @@ from .tableaus import ButcherTableau
 
 StepField = Callable[..., Tensor]  # F(z, stage, step=n)
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Integration:
@@ -41,16 +44,41 @@ class Integration:
     interval: float = 1.0
     checkpoint_stages: bool = False
     adaptive: Optional[AdaptiveSolver] = None
+    check_finite: bool = False
 
 
 class _RungeKuttaStep:
     """Mixin: integrates the layer's field with the block's ``Integration`` and combiner."""
 
     integration: Integration
+    name: str = "ODE block"
 
     def _init_step(self, integration: Integration, combiner: nn.Module) -> None:
         self.integration = integration
         self.combiner = combiner
+
+    def _checked(self, field: StepField) -> StepField:
+        """``field`` that reports a non-finite stage output with block, step, stage and method.
+
+        float32/float64: raises FloatingPointError. float16/bfloat16: logs a warning and lets
+        fairseq's loss scaler handle the overflow (a scale step, not a crash).
+        """
+
+        def checked(z: Tensor, stage: int, step: int) -> Tensor:
+            k = field(z, stage, step=step)
+            if not torch.isfinite(k).all():
+                method = self.integration.adaptive.method if self.integration.adaptive else self.tableau.name
+                message = (
+                    f"non-finite value in {self.name}, step {step}, stage {stage + 1} of method "
+                    f"{method} (dtype {k.dtype}): the layer's output k_{stage + 1} holds inf/nan"
+                )
+                if k.dtype in (torch.float16, torch.bfloat16):
+                    logger.warning(message)
+                else:
+                    raise FloatingPointError(message)
+            return k
+
+        return checked
 
     @property
     def tableau(self) -> ButcherTableau:
@@ -59,6 +87,8 @@ class _RungeKuttaStep:
     def integrate(self, field: StepField, y: Tensor) -> Tensor:
         """N fixed steps of size T/N; ``field(z, stage, step=n)``."""
         plan = self.integration
+        if plan.check_finite:
+            field = self._checked(field)
         h = plan.interval / plan.steps
         for n in range(plan.steps):
             y = rk_step(
@@ -102,9 +132,10 @@ class EncoderODEBlock(_RungeKuttaStep, EncoderLayerField):
             return self.integrate(
                 lambda z, stage, step: self.field(z, encoder_padding_mask, attn_mask), x
             )
-        y, evaluations = adaptive.solve(
-            lambda z: self.field(z, encoder_padding_mask, attn_mask), x, encoder_padding_mask
-        )
+        field = lambda z, stage, step: self.field(z, encoder_padding_mask, attn_mask)  # noqa: E731
+        if self.integration.check_finite:
+            field = self._checked(field)
+        y, evaluations = adaptive.solve(lambda z: field(z, 0, 0), x, encoder_padding_mask)
         metrics.log_scalar("encoder_nfe", evaluations, weight=1, round=1)
         return y
 

@@ -38,6 +38,7 @@ class ODEStackConfig:
     rtol: float = 1e-3
     atol: float = 1e-4
     min_step: float = 0.0
+    check_finite: bool = False
 
     @classmethod
     def from_args(cls, args: Any, side: str) -> "ODEStackConfig":
@@ -61,6 +62,7 @@ class ODEStackConfig:
             rtol=get("ode_rtol", d.rtol),
             atol=get("ode_atol", d.atol),
             min_step=get("ode_min_step", d.min_step),
+            check_finite=get("ode_check_finite", d.check_finite),
         )
 
     @property

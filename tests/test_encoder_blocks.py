@@ -129,3 +129,43 @@ def test_vanilla_checkpoint_initialises_an_rk_model(task):
 def test_invalid_options_fail_at_model_build_naming_option_and_values(overrides, message):
     with pytest.raises(ValueError, match=message):
         build_model("ode_transformer_rk4", TinyTask(), **overrides)
+
+
+def _poison_stage(block, bad_stage: int):
+    """Make the layer's field return inf at ``bad_stage`` (counted per call)."""
+    field = block.field
+    calls = {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        out = field(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] - 1 == bad_stage:
+            k = out[0] if isinstance(out, tuple) else out
+            k = k.clone()
+            k[0, 0, 0] = float("inf")
+            return (k, out[1]) if isinstance(out, tuple) else k
+        return out
+
+    block.field = poisoned
+
+
+def test_non_finite_stage_output_is_reported_with_block_stage_and_method(task):
+    model = build_model("ode_transformer_rk4_encdec", task, ode_check_finite=True).eval()
+    _poison_stage(model.encoder.layers[1], bad_stage=2)
+    src, lengths, prev = random_batch(task, [4, 3])
+    with pytest.raises(FloatingPointError, match=r"encoder block 1, step 0, stage 3 of method rk4"):
+        model(src, lengths, prev)
+    model = build_model("ode_transformer_rk4_encdec", task, ode_check_finite=True).eval()
+    _poison_stage(model.decoder.layers[0], bad_stage=3)
+    with pytest.raises(FloatingPointError, match=r"decoder block 0, step 0, stage 4 of method rk4"):
+        model(src, lengths, prev)
+
+
+def test_non_finite_half_precision_stage_is_a_warning_not_a_crash(task, caplog):
+    model = build_model("ode_transformer_rk4", task, ode_check_finite=True).eval().to(torch.bfloat16)
+    _poison_stage(model.encoder.layers[0], bad_stage=0)
+    src, lengths, prev = random_batch(task, [4, 3])
+    with caplog.at_level("WARNING"):
+        out = model(src, lengths, prev)[0]
+    assert "encoder block 0, step 0, stage 1 of method rk4 (dtype torch.bfloat16)" in caplog.text
+    assert not torch.isfinite(out).all()

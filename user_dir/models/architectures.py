@@ -34,6 +34,7 @@ ODE_DEFAULTS: Dict[str, Any] = dict(
     encoder_relative_positions=0,
     decoder_relative_positions=0,
     ode_checkpoint_stages=False,
+    ode_check_finite=False,
     encoder_share_group_size=1,
     decoder_share_group_size=1,
 )

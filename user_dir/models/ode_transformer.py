@@ -72,6 +72,12 @@ def add_ode_args(parser) -> None:
         "--ode-min-step", type=float, help="adaptive solver minimum step size (default: 0)"
     )
     parser.add_argument(
+        "--ode-check-finite", action="store_true",
+        help="check every Runge-Kutta stage output for inf/nan and report the block, step, "
+        "stage and method (an error in fp32; a warning in fp16/bf16, where fairseq's loss "
+        "scaler handles overflow)",
+    )
+    parser.add_argument(
         "--ode-checkpoint-stages", action="store_true",
         help="recompute each Runge-Kutta stage in the backward pass (keeps stage inputs only)",
     )
@@ -123,7 +129,14 @@ class ODEStackMixin:
             interval=float(ode.share_group_size),
             checkpoint_stages=ode.checkpoint_stages,
             adaptive=ode.adaptive_solver(),
+            check_finite=ode.check_finite,
         )
+
+    def _name_block(self, block: nn.Module) -> nn.Module:
+        built = self.__dict__.get("_blocks_built", 0)
+        self.__dict__["_blocks_built"] = built + 1
+        block.name = f"{self.ode.side} block {built}"
+        return block
 
     def _wrap_history(self, cfg, side: str) -> None:
         if self.ode.layer_history == "none":
@@ -158,7 +171,7 @@ class ODETransformerEncoder(ODEStackMixin, TransformerEncoderBase):
             field_form=self.ode.field,
             relative_positions=self.ode.relative_positions,
         )
-        return _wrap(block, cfg)
+        return _wrap(self._name_block(block), cfg)
 
 
 class ODETransformerDecoder(ODEStackMixin, TransformerDecoderBase):
@@ -178,7 +191,7 @@ class ODETransformerDecoder(ODEStackMixin, TransformerDecoderBase):
             relative_positions=self.ode.relative_positions,
             no_encoder_attn=no_encoder_attn,
         )
-        return _wrap(block, cfg)
+        return _wrap(self._name_block(block), cfg)
 
 
 @register_model("ode_transformer")
