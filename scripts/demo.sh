@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up if needed, then train a small ode_transformer_rk4 on the bundled English->Spanish Bible
+# corpus on CPU, translate the test set and score it: bash scripts/demo.sh [--compare] [...]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$ROOT/scripts/setup.sh"
+export PATH="${ODE_SEQ_VENV:-$ROOT/.venv}/bin:$PATH"
+exec bash "$ROOT/examples/translation/run_bible_demo.sh" "$@"
