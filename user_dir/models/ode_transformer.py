@@ -156,7 +156,9 @@ class ODEStackMixin:
 
 
 class ODETransformerEncoder(ODEStackMixin, TransformerEncoderBase):
-    """fairseq's encoder with Runge–Kutta blocks."""
+    """fairseq's encoder with Runge–Kutta blocks (``block_class``: the hook for other fields)."""
+
+    block_class = EncoderODEBlock
 
     def __init__(self, cfg, dictionary, embed_tokens) -> None:
         cfg = self._init_ode(cfg, "encoder")
@@ -164,7 +166,7 @@ class ODETransformerEncoder(ODEStackMixin, TransformerEncoderBase):
         self._wrap_history(cfg, "encoder")
 
     def build_encoder_layer(self, cfg):
-        block = EncoderODEBlock(
+        block = self.block_class(
             cfg,
             self._integration(),
             _build_combiner(self, cfg.encoder.embed_dim),
@@ -177,13 +179,15 @@ class ODETransformerEncoder(ODEStackMixin, TransformerEncoderBase):
 class ODETransformerDecoder(ODEStackMixin, TransformerDecoderBase):
     """fairseq's decoder with Runge–Kutta blocks and per-stage incremental caches."""
 
+    block_class = DecoderODEBlock
+
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn: bool = False) -> None:
         cfg = self._init_ode(cfg, "decoder")
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
         self._wrap_history(cfg, "decoder")
 
     def build_decoder_layer(self, cfg, no_encoder_attn: bool = False):
-        block = DecoderODEBlock(
+        block = self.block_class(
             cfg,
             self._integration(),
             _build_combiner(self, cfg.decoder.embed_dim),
@@ -196,7 +200,14 @@ class ODETransformerDecoder(ODEStackMixin, TransformerDecoderBase):
 
 @register_model("ode_transformer")
 class ODETransformerModel(TransformerModel):
-    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``."""
+    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``.
+
+    Model families with other vector fields subclass it and set ``encoder_class`` /
+    ``decoder_class`` (whose ``block_class`` builds their blocks).
+    """
+
+    encoder_class = ODETransformerEncoder
+    decoder_class = ODETransformerDecoder
 
     @staticmethod
     def add_args(parser) -> None:
@@ -212,11 +223,11 @@ class ODETransformerModel(TransformerModel):
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
-        return ODETransformerEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+        return cls.encoder_class(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
         cfg = TransformerConfig.from_namespace(args)
-        return ODETransformerDecoder(
+        return cls.decoder_class(
             cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
         )
