@@ -57,6 +57,10 @@ class _RungeKuttaStep:
         self.integration = integration
         self.combiner = combiner
 
+    def stage_field(self, z: Tensor, stage: int, step: int, *args: Any, **kwargs: Any):
+        """F at stage ``stage`` of step ``step``: the layer's field (time-independent here)."""
+        return self.field(z, *args, **kwargs)
+
     def _checked(self, field: StepField) -> StepField:
         """``field`` that reports a non-finite stage output with block, step, stage and method.
 
@@ -127,12 +131,12 @@ class EncoderODEBlock(_RungeKuttaStep, EncoderLayerField):
         encoder_padding_mask: Optional[Tensor] = None,
         attn_mask: Optional[Tensor] = None,
     ) -> Tensor:
+        def field(z: Tensor, stage: int, step: int) -> Tensor:
+            return self.stage_field(z, stage, step, encoder_padding_mask, attn_mask)
+
         adaptive = self.integration.adaptive
         if adaptive is None:
-            return self.integrate(
-                lambda z, stage, step: self.field(z, encoder_padding_mask, attn_mask), x
-            )
-        field = lambda z, stage, step: self.field(z, encoder_padding_mask, attn_mask)  # noqa: E731
+            return self.integrate(field, x)
         if self.integration.check_finite:
             field = self._checked(field)
         y, evaluations = adaptive.solve(lambda z: field(z, 0, 0), x, encoder_padding_mask)
@@ -145,7 +149,11 @@ class DecoderODEBlock(_RungeKuttaStep, DecoderLayerField):
     """Decoder block with one self-attention cache per stage; returns (x, attention, None).
 
     The cross-attention it returns (for alignments) is the average over stages.
+    ``share_cross_attention``: whether all stages reuse stage (0, 0)'s cross-attention K/V
+    (true when the weights do not depend on the stage).
     """
+
+    share_cross_attention = True
 
     def __init__(
         self,
@@ -187,9 +195,12 @@ class DecoderODEBlock(_RungeKuttaStep, DecoderLayerField):
         def field(z: Tensor, stage: int, step: int) -> Tensor:
             state = None
             if incremental_state is not None:
-                state = stage_state(self, incremental_state, step, stage, self.encoder_attn)
-            k, attn = self.field(
+                shared = self.encoder_attn if self.share_cross_attention else None
+                state = stage_state(self, incremental_state, step, stage, shared)
+            k, attn = self.stage_field(
                 z,
+                stage,
+                step,
                 encoder_out=encoder_out,
                 encoder_padding_mask=encoder_padding_mask,
                 incremental_state=state,
@@ -217,6 +228,7 @@ class DecoderODEBlock(_RungeKuttaStep, DecoderLayerField):
             self.self_attn,
             self.encoder_attn,
             new_order,
+            self.share_cross_attention,
         )
 
 

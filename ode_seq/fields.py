@@ -12,6 +12,10 @@ Overriding that hook turns the unchanged layer forward into a vector field:
   this field is the parallel attention∥FFN layer.
 - ``whole-layer`` (public-code form): F(z) = L(z), residual connections included.
 
+With ``stream_scale`` h ≠ 1 the residual branch advances the layer's inner stream by h times
+each sublayer output (F_h(z) = a + f(z + h·a), a Lie–Trotter splitting): one Euler step of size h
+is then exactly a pre-norm layer whose output projections are scaled by h.
+
 Dropout masks are drawn afresh at every call, i.e. at every Runge–Kutta stage.
 """
 from __future__ import annotations
@@ -34,13 +38,16 @@ class _BranchRecorder:
 
     field_form: str = "residual-branch"
     relative_positions: int = 0
+    stream_scale: float = 1.0
     _branch: Optional[Tensor] = None
 
     def residual_connection(self, x: Tensor, residual: Tensor) -> Tensor:
         if self.field_form == "whole-layer":
             return residual + x
         self._branch = x if self._branch is None else self._branch + x
-        return residual if self.field_form == "parallel-branch" else residual + x
+        if self.field_form == "parallel-branch":
+            return residual
+        return residual + x if self.stream_scale == 1.0 else residual + self.stream_scale * x
 
     def _take_branch(self, layer_output: Tensor) -> Tensor:
         branch, self._branch = self._branch, None

@@ -50,8 +50,10 @@ def reorder_stage_states(
     self_attention: MultiheadAttention,
     cross_attention: Optional[MultiheadAttention],
     new_order: Tensor,
+    share_cross_attention: bool = True,
 ) -> None:
-    """Reorder every (step, stage) self-attention cache and, once, the shared cross-attn cache."""
+    """Reorder every (step, stage) self-attention cache and the cross-attention caches (once
+    when all stages share stage (0, 0)'s, else each)."""
     for step in range(steps):
         for stage in range(stages):
             state = owner.get_incremental_state(incremental_state, stage_key(step, stage))
@@ -60,7 +62,7 @@ def reorder_stage_states(
             self_attention.reorder_incremental_state(state, new_order)
             if cross_attention is None:
                 continue
-            if (step, stage) == (0, 0):
+            if (step, stage) == (0, 0) or not share_cross_attention:
                 cross_attention.reorder_incremental_state(state, new_order)
             else:
                 stage_state(owner, incremental_state, step, stage, cross_attention)

@@ -144,3 +144,30 @@ def test_adaptive_encoder_logs_nfe_and_generates_with_another_solver(data_bin, t
         "--model-overrides", "{'encoder_ode_method': 'rk4', 'encoder_ode_steps': 3}",
     ])
     assert len(_hypotheses(gen.stdout)) == 30
+
+
+def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(data_bin, tmp_path):
+    run("fairseq-train", [
+        str(data_bin), "--arch", "ode_transformer_nonauto_small", *TINY_MODEL, *TRAIN,
+        "--time-features", "8", "--time-hidden-dim", "16", "--time-embed-dim", "4",
+        "--max-update", "4", "--save-dir", str(tmp_path), "--max-epoch", "1",
+    ])
+    ckpt = str(tmp_path / "checkpoint_last.pt")
+    common = [str(data_bin), "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid"]
+    at_four = run("fairseq-generate", [
+        *common, "--user-dir", "user_dir", "--path", ckpt,
+        "--model-overrides", "{'encoder_ode_steps': 4, 'decoder_ode_steps': 4}",
+    ])
+    out = run("python", ["-m", "user_dir.export_transformer", "--path", ckpt, "--encoder-steps", "4",
+                         "--decoder-steps", "4", "--output", str(tmp_path / "plain.pt")])
+    assert "exported 4 encoder and 4 decoder layers" in out.stdout
+    # Plain fairseq: no --user-dir, safe loading on, run from another directory; without the
+    # plugin's batching fix, --required-batch-size-multiple 1 keeps fairseq from dropping sentences.
+    plain = run("fairseq-generate", [*common, "--path", str(tmp_path / "plain.pt"),
+                                     "--required-batch-size-multiple", "1"], cwd=str(tmp_path))
+    ode_hyps = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", at_four.stdout, re.M)
+    plain_hyps = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", plain.stdout, re.M)
+    assert len(ode_hyps) == 30
+    assert {i: h for i, _, h in ode_hyps} == {i: h for i, _, h in plain_hyps}
+    for (_, a, _), (_, b, _) in zip(sorted(ode_hyps), sorted(plain_hyps)):
+        assert float(a) == pytest.approx(float(b), abs=1e-3)

@@ -87,8 +87,8 @@ def _preset_values(size: str, ode: Dict[str, Any]) -> Dict[str, Any]:
     return values
 
 
-def _make_architecture(size: str, ode: Dict[str, Any]):
-    values = _preset_values(size, ode)
+def _make_architecture(size: str, ode: Dict[str, Any], extra: Dict[str, Any] = None):
+    values = dict(_preset_values(size, ode), **(extra or {}))
 
     def architecture(args) -> None:
         for key, value in values.items():
@@ -104,3 +104,15 @@ register_model_architecture("ode_transformer", "ode_transformer")(
 )
 for _name, (_size, _ode) in ARCHITECTURES.items():
     register_model_architecture("ode_transformer", _name)(_make_architecture(_size, _ode))
+
+# Tong et al. (2025): weights θ(τ), Euler on [0, 1] with L steps. "paper": d_e = 20;
+# "parity": the low-rank form sized to transformer-base's parameter count.
+TIME_DEFAULTS = dict(time_embed_dim=20, time_features=128, time_hidden_dim=128, time_weights="paper", time_rank=8)
+NONAUTONOMOUS_ARCHITECTURES: Dict[str, tuple] = {
+    "ode_transformer_nonauto": ("base", dict(), dict(TIME_DEFAULTS)),
+    "ode_transformer_nonauto_parity": (
+        "base", dict(), dict(TIME_DEFAULTS, time_weights="low-rank", time_embed_dim=16, time_rank=1600)),
+    "ode_transformer_nonauto_small": ("small", dict(), dict(TIME_DEFAULTS)),
+}
+for _name, (_size, _ode, _time) in NONAUTONOMOUS_ARCHITECTURES.items():
+    register_model_architecture("ode_transformer_nonauto", _name)(_make_architecture(_size, _ode, _time))

@@ -1,0 +1,120 @@
+"""Non-autonomous ODE Transformer: θ(τ), exact export to a plain Transformer, incremental decoding."""
+import pytest
+import torch
+
+from tests.conftest import TinyTask, build_model, random_batch
+from user_dir.export_transformer import discrete_state_dict
+
+
+def _make_time_dependent(model, seed=0):
+    """Give the zero-initialised time MLPs random output weights, so θ really depends on τ."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for side in (model.encoder, model.decoder):
+            lin2 = side.layers[0].time_embedding.lin2
+            lin2.weight.copy_(torch.randn(lin2.weight.shape, generator=g))
+            lin2.bias.copy_(torch.randn(lin2.bias.shape, generator=g))
+            for module in side.layers[0].theta.params.values():
+                for name, p in module.named_parameters():
+                    if name in ("A", "B"):
+                        p.mul_(30.0)
+    return model
+
+
+def _log_probs(model, batch):
+    src, lengths, prev = batch
+    return model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
+
+
+@pytest.mark.parametrize("steps", [(2, 2), (3, 5)])
+def test_exported_discrete_transformer_equals_ode_model_at_that_step_count(steps):
+    task = TinyTask()
+    ode = _make_time_dependent(build_model(
+        "ode_transformer_nonauto_small", task, **_tiny(), encoder_ode_steps=steps[0], decoder_ode_steps=steps[1],
+    )).eval()
+    plain = build_model(
+        "transformer", task, encoder_layers=steps[0], decoder_layers=steps[1],
+        encoder_normalize_before=True, decoder_normalize_before=True,
+    ).eval()
+    plain.load_state_dict(discrete_state_dict(ode))
+    batch = random_batch(task, [6, 4, 7])
+    with torch.no_grad():
+        torch.testing.assert_close(_log_probs(plain, batch), _log_probs(ode, batch), atol=1e-5, rtol=0)
+
+
+def _tiny():
+    return dict(time_features=8, time_hidden_dim=16, time_embed_dim=4)
+
+
+def test_zero_initialised_time_mlp_gives_time_independent_weights():
+    model = build_model("ode_transformer_nonauto", TinyTask(), **_tiny())
+    block = model.encoder.layers[0]
+    with torch.no_grad():
+        early, late = block.weights_at(0.1), block.weights_at(0.9)
+        assert all(torch.equal(early[k], late[k]) for k in early)
+        _make_time_dependent(model)
+        changed = block.weights_at(0.9)
+    assert not torch.allclose(early["fc1.weight"], changed["fc1.weight"])
+
+
+def _layer_params(arch):
+    return {n: p.numel() for n, p in build_model(arch, TinyTask(), **_tiny()).encoder.layers[0].theta.named_parameters()}
+
+
+@pytest.mark.parametrize("form, rank", [("paper", 8), ("low-rank", 3)])
+def test_parameter_counts_match_the_formulas(form, rank):
+    d_e, s, hidden = 4, 8, 16
+    template = build_model("transformer", TinyTask(), encoder_normalize_before=True).encoder.layers[0]
+    expected = 0
+    for name, p in template.named_parameters():
+        if form == "low-rank" and p.dim() == 2:
+            out_f, in_f = p.shape
+            expected += p.numel() + rank * (out_f + in_f + d_e)
+        else:
+            expected += p.numel() * (d_e + 1)
+    mlp = (2 * s + 1) * hidden + hidden + hidden * d_e + d_e
+    model = build_model("ode_transformer_nonauto", TinyTask(), **_tiny(), time_weights=form, time_rank=rank)
+    block = model.encoder.layers[0]
+    assert sum(p.numel() for p in block.theta.parameters()) == expected
+    assert sum(p.numel() for p in block.time_embedding.parameters()) == mlp
+    assert not [n for n, _ in block.named_parameters(recurse=False)]
+
+
+def test_parity_variant_matches_transformer_base_parameter_count():
+    import argparse
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+    counts = {}
+    for arch in ("ode_transformer_nonauto_parity", "ode_transformer_euler"):
+        args = argparse.Namespace()
+        ARCH_CONFIG_REGISTRY[arch](args)
+        model = ARCH_MODEL_REGISTRY[arch].build_model(args, TinyTask())
+        counts[arch] = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n)
+    ratio = counts["ode_transformer_nonauto_parity"] / counts["ode_transformer_euler"]
+    assert abs(ratio - 1) < 0.03, counts
+
+
+@pytest.mark.parametrize("method", ["euler", "heun"])
+def test_incremental_decoding_equals_full_forward(method):
+    task = TinyTask()
+    model = _make_time_dependent(build_model(
+        "ode_transformer_nonauto_small", task, **_tiny(), decoder_ode_method=method,
+        encoder_ode_method=method, decoder_ode_steps=3,
+    )).eval()
+    src, lengths, prev = random_batch(task, [6, 3, 8], seed=2)
+    with torch.no_grad():
+        full = _log_probs(model, (src, lengths, prev))
+        enc = model.encoder(src, src_lengths=lengths)
+        state, steps = {}, []
+        for t in range(prev.size(1)):
+            out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
+            steps.append(model.get_normalized_probs(out, log_probs=True))
+    not_pad = prev.ne(task.target_dictionary.pad())
+    assert (full - torch.cat(steps, 1)).abs().amax(-1)[not_pad].max().item() <= 1e-5
+
+
+def test_non_autonomous_rejects_adaptive_solvers_and_bad_sizes():
+    with pytest.raises(ValueError, match="non-autonomous stacks use fixed grids"):
+        build_model("ode_transformer_nonauto_small", TinyTask(), **_tiny(), encoder_ode_method="dopri5")
+    with pytest.raises(ValueError, match="--time-embed-dim, --time-features, --time-hidden-dim and --time-rank must be positive"):
+        build_model("ode_transformer_nonauto_small", TinyTask(), time_embed_dim=0)
