@@ -169,3 +169,46 @@ def test_non_finite_half_precision_stage_is_a_warning_not_a_crash(task, caplog):
         out = model(src, lengths, prev)[0]
     assert "encoder block 0, step 0, stage 1 of method rk4 (dtype torch.bfloat16)" in caplog.text
     assert not torch.isfinite(out).all()
+
+
+def test_relative_attention_with_zero_relative_keys_equals_fairseq_attention():
+    from fairseq.modules.multihead_attention import MultiheadAttention
+
+    from ode_seq.relative_attention import RelativePositionSelfAttention
+
+    torch.manual_seed(0)
+    rel = RelativePositionSelfAttention(32, 4, max_relative_position=3).eval()
+    plain = MultiheadAttention(32, 4, self_attention=True).eval()
+    plain.load_state_dict({k: v for k, v in rel.state_dict().items() if not k.startswith("relative_keys")})
+    x = torch.randn(7, 2, 32)
+    pad = torch.zeros(2, 7, dtype=torch.bool)
+    pad[1, :2] = True
+    with torch.no_grad():
+        rel.relative_keys.weight.zero_()
+        torch.testing.assert_close(rel(x, x, x, key_padding_mask=pad)[0], plain(x, x, x, key_padding_mask=pad)[0], atol=1e-5, rtol=0)
+        # with relative keys, logits gain q_i . r_clip(j - i)
+        rel.relative_keys.weight.normal_()
+        logits = rel(x, x, x, before_softmax=True)[0]
+        q = rel.q_proj(x).view(7, 8, 8).transpose(0, 1) * rel.scaling
+        k = rel.k_proj(x).view(7, 8, 8).transpose(0, 1)
+        j_minus_i = torch.arange(7)[None, :] - torch.arange(7)[:, None]
+        r = rel.relative_keys.weight[j_minus_i.clamp(-3, 3) + 3]
+        expected = q @ k.transpose(1, 2) + torch.einsum("btd,tsd->bts", q, r)
+        torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
+
+
+def test_dense_layer_history_feeds_each_block_the_mean_of_normalised_outputs(task):
+    model = build_model("ode_transformer_euler", task, encoder_layer_history="dense").eval()
+    src, lengths, _ = random_batch(task, [5, 3])
+    enc = model.encoder
+    history = enc.layer_history
+    pad = src.eq(task.source_dictionary.pad())
+    x, _ = enc.forward_embedding(src)
+    x = (x * (1 - pad.unsqueeze(-1).type_as(x))).transpose(0, 1)
+    states = [x]
+    for i, wrapper in enumerate(enc.layers):
+        y = wrapper.block(sum(states) / len(states), encoder_padding_mask=pad)
+        states.append(history.layer_norms[i](y))
+    expected = enc.layer_norm(sum(states) / len(states))
+    with torch.no_grad():
+        torch.testing.assert_close(enc(src, src_lengths=lengths)["encoder_out"][0], expected, atol=1e-5, rtol=0)

@@ -171,3 +171,22 @@ def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(dat
     assert {i: h for i, _, h in ode_hyps} == {i: h for i, _, h in plain_hyps}
     for (_, a, _), (_, b, _) in zip(sorted(ode_hyps), sorted(plain_hyps)):
         assert float(a) == pytest.approx(float(b), abs=1e-3)
+
+
+@pytest.mark.parametrize("options, per_sentence", [
+    (["--beam", "4", "--nbest", "3", "--prefix-size", "1"], 3),
+    (["--beam", "2", "--sampling", "--sampling-topk", "5", "--seed", "3"], 2),
+    (["--beam", "3", "--print-alignment"], 1),
+])
+def test_generation_options_work_with_rk_decoder_caches(data_bin, trained, options, per_sentence):
+    out = run("fairseq-generate", [
+        str(data_bin), "--user-dir", "user_dir", "--path", str(trained / "averaged.pt"),
+        "--max-tokens", "1000", "--gen-subset", "test", *options,
+    ])
+    hyps = re.findall(r"^H-(\d+)\t\S+\t(.*)$", out.stdout, re.M)
+    assert len(hyps) == 25 * per_sentence
+    if "--prefix-size" in options:
+        targets = dict(re.findall(r"^T-(\d+)\t(.*)$", out.stdout, re.M))
+        assert all(h.split()[:1] == targets[i].split()[:1] for i, h in hyps)
+    if "--print-alignment" in options:
+        assert len(re.findall(r"^A-\d+\t(\d+-\d+ ?)+$", out.stdout, re.M)) == 25
