@@ -46,6 +46,10 @@ class Integration:
     adaptive: Optional[AdaptiveSolver] = None
     check_finite: bool = False
 
+    @property
+    def method(self) -> str:
+        return self.adaptive.method if self.adaptive else self.tableau.name
+
 
 class _RungeKuttaStep:
     """Mixin: integrates the layer's field with the block's ``Integration`` and combiner."""
@@ -71,10 +75,10 @@ class _RungeKuttaStep:
         def checked(z: Tensor, stage: int, step: int) -> Tensor:
             k = field(z, stage, step=step)
             if not torch.isfinite(k).all():
-                method = self.integration.adaptive.method if self.integration.adaptive else self.tableau.name
                 message = (
                     f"non-finite value in {self.name}, step {step}, stage {stage + 1} of method "
-                    f"{method} (dtype {k.dtype}): the layer's output k_{stage + 1} holds inf/nan"
+                    f"{self.integration.method} (dtype {k.dtype}): the layer's output "
+                    f"k_{stage + 1} holds inf/nan"
                 )
                 if k.dtype in (torch.float16, torch.bfloat16):
                     logger.warning(message)
@@ -107,8 +111,7 @@ class _RungeKuttaStep:
 
     def extra_repr(self) -> str:
         plan = self.integration
-        method = plan.adaptive.method if plan.adaptive else plan.tableau.name
-        return f"method={method}, steps={plan.steps}, interval={plan.interval}"
+        return f"method={plan.method}, steps={plan.steps}, interval={plan.interval}"
 
 
 class EncoderODEBlock(_RungeKuttaStep, EncoderLayerField):
