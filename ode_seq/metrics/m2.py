@@ -1,0 +1,222 @@
+"""MaxMatch (M2) scorer for grammatical error correction (Dahlmeier & Ng 2012), in Python 3.
+
+For each sentence the system's edits are read off the path through the edit lattice between
+source and hypothesis that matches the most gold edits (:mod:`ode_seq.metrics.m2_lattice`).
+Counts are summed over the corpus: ``C`` correct (system edits equal to a gold edit, see
+:func:`match_edits`), ``E`` proposed, ``G`` gold edits, and
+
+    P = C / E,   R = C / G,   F_β = (1 + β²) P R / (β² P + R)
+
+with P = 1 when E = 0, R = 1 when G = 0 and F_β = 0 when β² P + R = 0. With several annotators,
+each sentence is scored against the annotator whose edits maximise F_β of the running totals;
+ties go to more correct edits, then to a smaller ``E + β² G``, then to the lowest annotator id.
+A sentence without annotations counts as annotator 0 with no edits. This reproduces the
+official scorer (M2Scorer 3.2) on its examples and on random comparisons.
+
+    python -m ode_seq.metrics.m2 HYPOTHESES GOLD.m2 [--beta 0.5] [--max-unchanged-words 2]
+        [--ignore-whitespace-casing] [--annotator ID] [-v]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, TextIO
+
+from .m2_format import GoldEdit, M2FormatError, M2Sentence, check_annotator, read_m2
+from .m2_lattice import EditLattice, SystemEdit
+
+
+@dataclass(frozen=True)
+class EditCounts:
+    """Correct, proposed and gold edit counts, and the precision/recall/F_β they give."""
+
+    correct: int = 0
+    proposed: int = 0
+    gold: int = 0
+
+    def __add__(self, other: "EditCounts") -> "EditCounts":
+        return EditCounts(self.correct + other.correct, self.proposed + other.proposed, self.gold + other.gold)
+
+    @property
+    def precision(self) -> float:
+        return self.correct / self.proposed if self.proposed else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.correct / self.gold if self.gold else 1.0
+
+    def f_score(self, beta: float = 0.5) -> float:
+        """F_β from precision and recall (0 when both are 0)."""
+        p, r = self.precision, self.recall
+        denominator = beta * beta * p + r
+        return (1 + beta * beta) * p * r / denominator if denominator else 0.0
+
+    def f_score_of_counts(self, beta: float) -> float:
+        """F_β written on the counts, ``(1+β²)C / (β²G + E)``: the criterion for choosing an annotator
+        (1 when that denominator and C are 0, 0 when only the denominator is)."""
+        denominator = beta * beta * self.gold + self.proposed
+        if denominator:
+            return (1 + beta * beta) * self.correct / denominator
+        return 1.0 if self.correct == 0 else 0.0
+
+
+@dataclass(frozen=True)
+class SentenceResult:
+    """One annotator's view of one sentence."""
+
+    annotator: int
+    system_edits: List[SystemEdit]
+    correct_edits: List[SystemEdit]
+    gold_edits: List[GoldEdit]
+
+    @property
+    def counts(self) -> EditCounts:
+        return EditCounts(len(self.correct_edits), len(self.system_edits), len(self.gold_edits))
+
+
+def match_edits(system: Sequence[SystemEdit], gold: Sequence[GoldEdit]) -> List[SystemEdit]:
+    """Correct system edits, in source order. Each system edit is compared with the gold edits from
+    a pointer on (file order) and is listed once per gold edit it equals; the pointer then moves past
+    the last of them. So duplicate gold edits count twice, as in the official scorer."""
+    correct: List[SystemEdit] = []
+    next_gold = 0
+    for edit in system:
+        matched = [index for index in range(next_gold, len(gold))
+                   if gold[index].matches(edit.start, edit.end, edit.correction)]
+        correct.extend(edit for _ in matched)
+        if matched:
+            next_gold = matched[-1] + 1
+    return correct
+
+
+def differs_only_in_whitespace_or_case(edit: SystemEdit) -> bool:
+    """True for edits such as ``New York -> newyork``."""
+    return edit.original.replace(" ", "").lower() == edit.correction.replace(" ", "").lower()
+
+
+@dataclass
+class M2Scorer:
+    """Scores hypotheses against M2 sentences; see the module docstring for the definitions."""
+
+    beta: float = 0.5
+    max_unchanged_words: int = 2
+    ignore_whitespace_casing: bool = False
+    annotator: Optional[int] = None
+
+    def annotations(self, sentence: M2Sentence) -> Dict[int, List[GoldEdit]]:
+        """The annotators a sentence is scored against, with their edits, by ascending id."""
+        if self.annotator is not None:
+            return {self.annotator: sentence.edits_of(self.annotator)}
+        return dict(sorted(sentence.annotations.items())) or {0: []}
+
+    def sentence_results(self, hypothesis: str, sentence: M2Sentence) -> List[SentenceResult]:
+        """Per annotator: the system edits on the best-matching lattice path and which are correct."""
+        lattice = EditLattice(sentence.source, hypothesis.split(), self.max_unchanged_words)
+        results = []
+        for annotator, gold in self.annotations(sentence).items():
+            system = lattice.best_edits(gold)
+            if self.ignore_whitespace_casing:
+                system = [edit for edit in system if not differs_only_in_whitespace_or_case(edit)]
+            results.append(SentenceResult(annotator, system, match_edits(system, gold), list(gold)))
+        return results
+
+    def choose(self, results: Sequence[SentenceResult], totals: EditCounts) -> SentenceResult:
+        """The annotator maximising F_β of ``totals`` plus its counts (ties: see module docstring)."""
+        squared_beta = self.beta * self.beta
+
+        def key(result: SentenceResult):
+            running = totals + result.counts
+            return (running.f_score_of_counts(self.beta), running.correct,
+                    -(running.proposed + squared_beta * running.gold))
+
+        return max(results, key=key)  # the first of equal keys: the lowest annotator id
+
+    def score(self, hypotheses: Sequence[str], sentences: Sequence[M2Sentence],
+              log: Optional[TextIO] = None) -> EditCounts:
+        """Corpus counts; with ``log``, every sentence's edits and chosen annotator are written there."""
+        if len(hypotheses) != len(sentences):
+            raise ValueError(f"{len(hypotheses)} hypotheses for {len(sentences)} M2 sentences")
+        totals = EditCounts()
+        for number, (hypothesis, sentence) in enumerate(zip(hypotheses, sentences), start=1):
+            results = self.sentence_results(hypothesis, sentence)
+            chosen = self.choose(results, totals)
+            if log is not None:
+                _log_sentence(log, number, hypothesis, sentence, results, chosen, totals, self.beta)
+            totals = totals + chosen.counts
+        return totals
+
+
+def _log_sentence(log: TextIO, number: int, hypothesis: str, sentence: M2Sentence,
+                  results: Sequence[SentenceResult], chosen: SentenceResult, totals: EditCounts,
+                  beta: float) -> None:
+    log.write(f"SOURCE        : {' '.join(sentence.source)}\nHYPOTHESIS    : {hypothesis}\n")
+    for result in results:
+        running = totals + result.counts
+        log.write(f">> annotator {result.annotator}\n"
+                  f"EDIT SEQ      : {[_describe(e.start, e.end, e.original, e.correction) for e in result.system_edits]}\n"
+                  f"GOLD EDITS    : {[_describe(g.start, g.end, ' '.join(sentence.source[g.start:g.end]), '||'.join(g.corrections)) for g in result.gold_edits]}\n"
+                  f"CORRECT EDITS : {[_describe(e.start, e.end, e.original, e.correction) for e in result.correct_edits]}\n"
+                  f"# correct / proposed / gold (running): {running.correct} / {running.proposed} / {running.gold}"
+                  f"  P {running.precision:.4f}  R {running.recall:.4f}  F_{beta} {running.f_score(beta):.4f}\n")
+    log.write(f">> chosen annotator for sentence {number}: {chosen.annotator}\n{'-' * 60}\n")
+
+
+def _describe(start: int, end: int, original: str, correction: str) -> str:
+    return f"{start}:{end} {original!r}->{correction!r}"
+
+
+def read_hypotheses(path: str) -> List[str]:
+    """One hypothesis per line (UTF-8); a final newline does not start another line."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.strip() for line in lines]
+
+
+def score_files(hypothesis_path: str, gold_path: str, scorer: M2Scorer, log: Optional[TextIO] = None) -> EditCounts:
+    """Read both files, check that they fit together, and score; ``ValueError`` names the problem."""
+    sentences = read_m2(gold_path)
+    hypotheses = read_hypotheses(hypothesis_path)
+    if len(hypotheses) != len(sentences):
+        raise ValueError(f"{hypothesis_path} has {len(hypotheses)} hypothesis lines but {gold_path} has "
+                         f"{len(sentences)} sentences: give one hypothesis line per M2 sentence")
+    if scorer.annotator is not None:
+        check_annotator(sentences, scorer.annotator, gold_path)
+    return scorer.score(hypotheses, sentences, log)
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m ode_seq.metrics.m2", description=__doc__.split("\n\n")[0])
+    parser.add_argument("hypotheses", help="system output, one tokenised sentence per line")
+    parser.add_argument("gold", help="M2 file with the source sentences and gold edits")
+    parser.add_argument("--beta", type=float, default=0.5, help="β of F_β (default 0.5)")
+    parser.add_argument("--max-unchanged-words", "--max_unchanged_words", type=int, default=2,
+                        help="most unchanged tokens inside one merged system edit (default 2)")
+    parser.add_argument("--ignore-whitespace-casing", "--ignore_whitespace_casing", action="store_true",
+                        help="drop system edits that only change whitespace or letter case")
+    parser.add_argument("--annotator", type=int, default=None,
+                        help="score against this annotator only (default: best annotator per sentence)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every sentence's edits")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    scorer = M2Scorer(args.beta, args.max_unchanged_words, args.ignore_whitespace_casing, args.annotator)
+    try:
+        counts = score_files(args.hypotheses, args.gold, scorer, sys.stdout if args.verbose else None)
+    except (M2FormatError, ValueError, OSError) as error:
+        print(f"m2: error: {error}", file=sys.stderr)
+        return 1
+    if args.verbose:
+        print(f"CORRECT EDITS  : {counts.correct}\nPROPOSED EDITS : {counts.proposed}\nGOLD EDITS     : {counts.gold}")
+    print(f"Precision   : {counts.precision:.4f}")
+    print(f"Recall      : {counts.recall:.4f}")
+    print(f"F_{args.beta:.1f}       : {counts.f_score(args.beta):.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
