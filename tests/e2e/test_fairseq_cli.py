@@ -175,7 +175,7 @@ def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(dat
 
 @pytest.mark.parametrize("options, per_sentence", [
     (["--beam", "4", "--nbest", "3", "--prefix-size", "1"], 3),
-    (["--beam", "2", "--sampling", "--sampling-topk", "5", "--seed", "3"], 2),
+    (["--beam", "2", "--nbest", "2", "--sampling", "--sampling-topk", "5", "--seed", "3"], 2),
     (["--beam", "3", "--print-alignment"], 1),
 ])
 def test_generation_options_work_with_rk_decoder_caches(data_bin, trained, options, per_sentence):
