@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Turn raw parallel text into a fairseq data-bin, the common back end of the prepare scripts:
+#   check (UTF-8, aligned line counts, no empty valid/test lines)
+#   → Moses punctuation normalisation + tokenisation with aggressive dash splits (sacremoses)
+#   → joint subwords: BPE (subword-nmt, --vocab-size merges) or SentencePiece unigram
+#   → clean the training pairs (1..--max-len subwords, length ratio ≤ --ratio)
+#   → fairseq-preprocess --joined-dictionary.
+# Every stage is skipped when its output exists; a work dir refuses to be reused with other settings.
+#
+# Usage: prepare_parallel.sh --train PREFIX --valid PREFIX --test PREFIX --src L --tgt L
+#                            --work-dir DIR [options]
+#   --train/--valid/--test PREFIX   raw, detokenised files PREFIX.L for both languages
+#   --subword bpe|sentencepiece     (default: bpe)
+#   --vocab-size N        BPE merges or SentencePiece vocabulary (default: 32000)
+#   --bpe-codes FILE      apply these BPE codes instead of learning them (subword bpe only)
+#   --max-len N --ratio R training pair filter (default: 250, 1.5)
+#   --workers N           (default: nproc)
+# Result: DIR/data-bin, DIR/raw/test.TGT (references for scoring), DIR/bpe.codes or DIR/spm.model.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+HERE="$REPO_ROOT/examples/translation"
+
+TRAIN=""
+VALID=""
+TEST=""
+SRC=""
+TGT=""
+WORK_DIR=""
+SUBWORD=bpe
+VOCAB_SIZE=32000
+BPE_CODES=""
+MAX_LEN=250
+RATIO=1.5
+WORKERS="$(nproc)"
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --train) require_option_value "$@"; TRAIN="$2"; shift 2 ;;
+    --valid) require_option_value "$@"; VALID="$2"; shift 2 ;;
+    --test) require_option_value "$@"; TEST="$2"; shift 2 ;;
+    --src) require_option_value "$@"; SRC="$2"; shift 2 ;;
+    --tgt) require_option_value "$@"; TGT="$2"; shift 2 ;;
+    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
+    --subword) require_option_value "$@"; SUBWORD="$2"; shift 2 ;;
+    --vocab-size) require_option_value "$@"; VOCAB_SIZE="$2"; shift 2 ;;
+    --bpe-codes) require_option_value "$@"; BPE_CODES="$2"; shift 2 ;;
+    --max-len) require_option_value "$@"; MAX_LEN="$2"; shift 2 ;;
+    --ratio) require_option_value "$@"; RATIO="$2"; shift 2 ;;
+    --workers) require_option_value "$@"; WORKERS="$2"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+[[ -n "$TRAIN" && -n "$VALID" && -n "$TEST" && -n "$SRC" && -n "$TGT" && -n "$WORK_DIR" ]] \
+  || die "--train, --valid, --test, --src, --tgt and --work-dir are required (see --help)"
+[[ "$SUBWORD" == bpe || "$SUBWORD" == sentencepiece ]] || die "--subword must be bpe or sentencepiece"
+[[ -z "$BPE_CODES" || "$SUBWORD" == bpe ]] || die "--bpe-codes needs --subword bpe"
+[[ -z "$BPE_CODES" || -s "$BPE_CODES" ]] || die "BPE codes file $BPE_CODES is missing or empty"
+for n in "$VOCAB_SIZE" "$MAX_LEN" "$WORKERS"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "a positive whole number was expected, got '$n'"
+done
+require_command sacremoses "pip install sacremoses"
+require_command fairseq-preprocess "activate the project's virtual environment"
+[[ "$SUBWORD" == sentencepiece ]] || require_command subword-nmt "pip install subword-nmt"
+
+declare -A PREFIX=([train]="$TRAIN" [valid]="$VALID" [test]="$TEST")
+
+# 1. Validate and copy the raw text (training pairs may hold empty lines: cleaning drops them).
+if ! stage_done "$WORK_DIR/raw" "input check"; then
+  rm -rf "$WORK_DIR/raw.tmp" && mkdir -p "$WORK_DIR/raw.tmp"
+  for split in train valid test; do
+    allow_empty=()
+    [[ "$split" == train ]] && allow_empty=(--allow-empty)
+    python "$HERE/parallel_text.py" check "${PREFIX[$split]}" "$SRC" "$TGT" "${allow_empty[@]}" >&2 \
+      || { rm -rf "$WORK_DIR/raw.tmp"; die "bad $split input (message above)"; }
+    for lang in "$SRC" "$TGT"; do
+      cp "${PREFIX[$split]}.$lang" "$WORK_DIR/raw.tmp/$split.$lang"
+    done
+  done
+  publish "$WORK_DIR/raw.tmp" "$WORK_DIR/raw"
+fi
+check_run_config "$WORK_DIR" "train=$TRAIN valid=$VALID test=$TEST src=$SRC tgt=$TGT \
+subword=$SUBWORD vocab=$VOCAB_SIZE codes=$BPE_CODES max_len=$MAX_LEN ratio=$RATIO"
+
+# 2. Moses normalisation (control characters removed) and tokenisation with aggressive dash splits.
+if ! stage_done "$WORK_DIR/tok" "tokenisation"; then
+  rm -rf "$WORK_DIR/tok.tmp" && mkdir -p "$WORK_DIR/tok.tmp"
+  for split in train valid test; do
+    for lang in "$SRC" "$TGT"; do
+      sacremoses -q -l "$lang" -j "$WORKERS" normalize -c tokenize -a \
+        < "$WORK_DIR/raw/$split.$lang" > "$WORK_DIR/tok.tmp/$split.$lang"
+    done
+  done
+  publish "$WORK_DIR/tok.tmp" "$WORK_DIR/tok"
+fi
+
+# 3. Joint subwords learned on both training sides (or given codes), applied to every split.
+if [[ "$SUBWORD" == bpe ]]; then
+  if [[ -n "$BPE_CODES" ]]; then
+    CODES="$BPE_CODES"
+  else
+    CODES="$WORK_DIR/bpe.codes"
+    if ! stage_done "$CODES" "BPE learning ($VOCAB_SIZE merges)"; then
+      subword-nmt learn-joint-bpe-and-vocab --input "$WORK_DIR/tok/train.$SRC" "$WORK_DIR/tok/train.$TGT" \
+        --symbols "$VOCAB_SIZE" --output "$CODES.tmp" \
+        --write-vocabulary "$WORK_DIR/bpe.vocab.$SRC" "$WORK_DIR/bpe.vocab.$TGT"
+      publish "$CODES.tmp" "$CODES"
+    fi
+  fi
+  encode() { subword-nmt apply-bpe --codes "$CODES" --num-workers "$WORKERS"; }
+else
+  if ! stage_done "$WORK_DIR/spm.model" "SentencePiece training ($VOCAB_SIZE pieces)"; then
+    python "$HERE/sentencepiece_tool.py" train --model-prefix "$WORK_DIR/spm" \
+      --vocab-size "$VOCAB_SIZE" --threads "$WORKERS" "$WORK_DIR/tok/train.$SRC" "$WORK_DIR/tok/train.$TGT"
+  fi
+  encode() { python "$HERE/sentencepiece_tool.py" encode --model "$WORK_DIR/spm.model"; }
+fi
+if ! stage_done "$WORK_DIR/subwords" "subword segmentation"; then
+  [[ "$SUBWORD" == sentencepiece ]] || require_file "$CODES" "the BPE codes file is needed to segment"
+  rm -rf "$WORK_DIR/subwords.tmp" && mkdir -p "$WORK_DIR/subwords.tmp"
+  for split in train valid test; do
+    for lang in "$SRC" "$TGT"; do
+      encode < "$WORK_DIR/tok/$split.$lang" > "$WORK_DIR/subwords.tmp/$split.$lang"
+    done
+  done
+  publish "$WORK_DIR/subwords.tmp" "$WORK_DIR/subwords"
+fi
+
+# 4. Length filter on the training pairs only (valid and test stay complete).
+if ! stage_done "$WORK_DIR/clean" "training pair filter"; then
+  rm -rf "$WORK_DIR/clean.tmp" && mkdir -p "$WORK_DIR/clean.tmp"
+  python "$HERE/parallel_text.py" clean "$WORK_DIR/subwords/train" "$WORK_DIR/clean.tmp/train" \
+    "$SRC" "$TGT" --max-len "$MAX_LEN" --ratio "$RATIO" >&2
+  for split in valid test; do
+    for lang in "$SRC" "$TGT"; do
+      cp "$WORK_DIR/subwords/$split.$lang" "$WORK_DIR/clean.tmp/$split.$lang"
+    done
+  done
+  publish "$WORK_DIR/clean.tmp" "$WORK_DIR/clean"
+fi
+
+# 5. Binarise with one dictionary for both languages (so embeddings can be shared).
+if ! stage_done "$WORK_DIR/data-bin" "binarisation"; then
+  rm -rf "$WORK_DIR/data-bin.tmp"
+  fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
+    --trainpref "$WORK_DIR/clean/train" --validpref "$WORK_DIR/clean/valid" \
+    --testpref "$WORK_DIR/clean/test" --destdir "$WORK_DIR/data-bin.tmp" \
+    --joined-dictionary --workers "$WORKERS" 2> "$WORK_DIR/preprocess.log" \
+    || { rm -rf "$WORK_DIR/data-bin.tmp"; die "fairseq-preprocess failed; see $WORK_DIR/preprocess.log"; }
+  publish "$WORK_DIR/data-bin.tmp" "$WORK_DIR/data-bin"
+fi
+log "data-bin ready: $WORK_DIR/data-bin ($(wc -l < "$WORK_DIR/clean/train.$SRC") training pairs)"

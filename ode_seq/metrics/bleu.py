@@ -1,0 +1,238 @@
+"""Translation BLEU: tokenised BLEU after compound splitting, and detokenised sacreBLEU.
+
+Tokenised BLEU is the WMT14 convention of Vaswani et al. (2017) used by the ODE Transformer paper:
+hypotheses and references are Moses-tokenised, every hyphen between two non-space characters
+becomes "##AT##-##AT##" (the Perl substitution `s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g`, so German
+compounds count as several tokens), and corpus BLEU is computed on whitespace tokens without
+smoothing, as multi-bleu.perl does:
+
+    BLEU = BP · exp(¼ Σ_{n=1..4} log p_n),   BP = min(1, exp(1 − r / c)),
+
+p_n the clipped n-gram precision, c the hypothesis and r the reference length in tokens.
+Detokenised BLEU is sacreBLEU's, reported with its signature for `tokenize=13a` and `intl`.
+
+Command line (`examples/translation/score.sh` wraps it):
+    python -m ode_seq.metrics.bleu --hyp HYP --ref REF --lang de [--hyp-format fairseq]
+Inputs are validated before anything is scored or written; see `BleuInputError`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from sacrebleu.metrics import BLEU
+from sacrebleu.metrics.bleu import BLEUScore
+from sacremoses import MosesDetokenizer, MosesTokenizer
+
+COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
+AGGRESSIVE_DASH = "@-@"
+SPLIT_HYPHEN = "##AT##-##AT##"
+FAIRSEQ_LINE = re.compile(r"^(?P<field>[A-Z])-(?P<id>\d+)\t")
+DETOKENISED_TOKENIZERS = ("13a", "intl")
+MAX_IDS_IN_MESSAGE = 20
+
+
+class BleuInputError(ValueError):
+    """A hypothesis or reference file that cannot be scored; the message names file and fix."""
+
+
+@dataclass(frozen=True)
+class BleuReport:
+    """Tokenised BLEU after compound splitting, plus sacreBLEU per tokenizer with signatures."""
+
+    tokenised: BLEUScore
+    detokenised: dict[str, BLEUScore]
+    signatures: dict[str, str]
+
+    def lines(self) -> list[str]:
+        out = [f"tokenised, compound split: {self.tokenised}"]
+        for name, result in self.detokenised.items():
+            out.append(f"sacreBLEU {name + ':':<16}{result}")
+            out.append(f"  signature: {self.signatures[name]}")
+        return out
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "tokenised_compound_split": {"score": self.tokenised.score,
+                                         "verbose": str(self.tokenised)},
+            "sacrebleu": {name: {"score": s.score, "signature": self.signatures[name],
+                                 "verbose": str(s)} for name, s in self.detokenised.items()},
+        }
+
+
+def compound_split(line: str) -> str:
+    """Split hyphenated compounds: "a-b" → "a ##AT##-##AT## b"; "@-@" tokens become the marker.
+
+    Applied token by token (the pattern cannot cross a space), so the markers themselves and
+    Moses' aggressive "@-@" tokens are never split again.
+    """
+    tokens = []
+    for token in line.split():
+        if token in (AGGRESSIVE_DASH, SPLIT_HYPHEN):
+            tokens.append(SPLIT_HYPHEN)
+        else:
+            tokens.append(COMPOUND_HYPHEN.sub(rf"\1 {SPLIT_HYPHEN} \2", token))
+    return " ".join(tokens)
+
+
+def moses_tokenise(lines: Sequence[str], lang: str) -> list[str]:
+    """Moses tokenisation without escaping and without aggressive dash splitting."""
+    tokenizer = MosesTokenizer(lang=lang)
+    return [tokenizer.tokenize(line, escape=False, return_str=True) for line in lines]
+
+
+def moses_detokenise(lines: Sequence[str], lang: str) -> list[str]:
+    """Undo Moses tokenisation: XML escapes, aggressive "@-@" dash splits, spacing."""
+    detokenizer = MosesDetokenizer(lang=lang)
+    return [detokenizer.detokenize(line.split()) for line in lines]
+
+
+def moses_unescape(lines: Sequence[str], lang: str) -> list[str]:
+    """Replace Moses' XML escapes (&apos; &quot; &amp; …) by the characters, keeping the tokens."""
+    detokenizer = MosesDetokenizer(lang=lang)
+    return [detokenizer.unescape_xml(line) for line in lines]
+
+
+def tokenised_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BLEUScore:
+    """Unsmoothed corpus BLEU on whitespace tokens after compound splitting (multi-bleu.perl)."""
+    metric = BLEU(tokenize="none", smooth_method="none", force=True)
+    return metric.corpus_score([compound_split(h) for h in hypotheses],
+                               [[compound_split(r) for r in references]])
+
+
+def score(hypotheses: Sequence[str], references: Sequence[str], lang: str,
+          hypotheses_tokenised: bool = False) -> BleuReport:
+    """Score hypotheses against detokenised references.
+
+    With hypotheses_tokenised the hypotheses are Moses-tokenised (XML escapes allowed): they are
+    unescaped for tokenised BLEU and detokenised for sacreBLEU; otherwise they are tokenised like
+    the references.
+    """
+    if len(hypotheses) != len(references):
+        raise BleuInputError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    if hypotheses_tokenised:
+        tokenised_hyps, plain_hyps = moses_unescape(hypotheses, lang), moses_detokenise(hypotheses, lang)
+    else:
+        tokenised_hyps, plain_hyps = moses_tokenise(hypotheses, lang), list(hypotheses)
+    detokenised, signatures = {}, {}
+    for name in DETOKENISED_TOKENIZERS:
+        metric = BLEU(tokenize=name)
+        detokenised[name] = metric.corpus_score(plain_hyps, [list(references)])
+        signatures[name] = str(metric.get_signature())
+    return BleuReport(tokenised_bleu(tokenised_hyps, moses_tokenise(references, lang)),
+                      detokenised, signatures)
+
+
+def read_text_lines(path: Path, role: str, allow_empty: bool = False) -> list[str]:
+    """Lines of a UTF-8 file (\\n or \\r\\n endings); errors name the file and the bad line."""
+    if not path.is_file():
+        raise BleuInputError(f"{role} file {path} does not exist")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line_number = data[: err.start].count(b"\n") + 1
+        raise BleuInputError(f"{role} file {path} is not UTF-8: byte {data[err.start]:#04x} on "
+                             f"line {line_number}; re-encode it, e.g. iconv -t UTF-8") from None
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise BleuInputError(f"{role} file {path} is empty")
+    empty = [i + 1 for i, line in enumerate(lines) if not line.strip()]
+    if empty and not allow_empty:
+        raise BleuInputError(f"{role} file {path} has {len(empty)} empty line(s), first at line "
+                             f"{_shorten(empty)}; every line must hold one segment")
+    return lines
+
+
+def read_fairseq_hypotheses(path: Path, count: int, field: str = "H") -> list[str]:
+    """Hypotheses of `fairseq-generate` output, ordered by sentence id 0..count-1.
+
+    fairseq-generate prints sentences out of order and skips inputs it cannot translate
+    (e.g. longer than --max-positions with --skip-invalid-size-inputs-valid-test); every id must
+    have exactly one `FIELD-id<TAB>score<TAB>text` line, otherwise the missing ids are reported.
+    An empty hypothesis is the model's real output and is kept.
+    """
+    by_id: dict[int, str] = {}
+    for number, line in enumerate(read_text_lines(path, "fairseq-generate", allow_empty=True), 1):
+        match = FAIRSEQ_LINE.match(line)
+        if not match or match["field"] != field:
+            continue
+        parts = line.split("\t")
+        if len(parts) != 3:
+            raise BleuInputError(f"{path} line {number}: expected '{field}-id<TAB>score<TAB>text'")
+        sentence = int(match["id"])
+        if sentence in by_id:
+            raise BleuInputError(f"{path}: sentence id {sentence} has two {field}- lines")
+        if sentence >= count:
+            raise BleuInputError(f"{path}: sentence id {sentence} but the reference has {count} lines")
+        by_id[sentence] = parts[2]
+    missing = [i for i in range(count) if i not in by_id]
+    if missing:
+        raise BleuInputError(
+            f"{path}: no {field}- line for {len(missing)} of {count} sentences, ids {_shorten(missing)}; "
+            "fairseq-generate skipped them (too long for --max-positions, or the run stopped early)")
+    return [by_id[i] for i in range(count)]
+
+
+def _shorten(ids: Sequence[int]) -> str:
+    shown = ", ".join(map(str, ids[:MAX_IDS_IN_MESSAGE]))
+    return shown + (f", … ({len(ids) - MAX_IDS_IN_MESSAGE} more)" if len(ids) > MAX_IDS_IN_MESSAGE else "")
+
+
+def write_json_atomically(path: Path, payload: dict[str, object]) -> None:
+    """Write JSON to a temporary file beside path and rename it, so path is never half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(payload, out, indent=2, ensure_ascii=False)
+            out.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Tokenised (compound-split) BLEU and sacreBLEU.")
+    parser.add_argument("--hyp", type=Path, required=True, help="hypotheses, one per line, or "
+                        "fairseq-generate output with --hyp-format fairseq")
+    parser.add_argument("--ref", type=Path, required=True, help="detokenised references, one per line")
+    parser.add_argument("--lang", required=True, help="target language code for Moses (de, fr, es, …)")
+    parser.add_argument("--hyp-format", choices=("plain", "fairseq"), default="plain")
+    parser.add_argument("--fairseq-field", choices=("H", "D"), default="H",
+                        help="which fairseq-generate lines hold the hypotheses")
+    parser.add_argument("--hyp-tokenized", action="store_true",
+                        help="hypotheses are Moses-tokenised (e.g. H- lines after --remove-bpe)")
+    parser.add_argument("--json", type=Path, help="also write the scores here (atomically)")
+    args = parser.parse_args(argv)
+    try:
+        references = read_text_lines(args.ref, "reference")
+        if args.hyp_format == "fairseq":
+            hypotheses = read_fairseq_hypotheses(args.hyp, len(references), args.fairseq_field)
+        else:
+            hypotheses = read_text_lines(args.hyp, "hypothesis")
+            if len(hypotheses) != len(references):
+                raise BleuInputError(f"hypothesis file {args.hyp} has {len(hypotheses)} lines but "
+                                     f"reference file {args.ref} has {len(references)}")
+        report = score(hypotheses, references, args.lang, args.hyp_tokenized)
+    except BleuInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print("\n".join(report.lines()))
+    if args.json:
+        write_json_atomically(args.json, report.as_dict())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The translation recipe end to end through its real scripts, on a slice of the Bible corpus.
+
+run_bible_demo.sh: prepare (Moses + SentencePiece + fairseq-preprocess) → train a tiny model for a
+few updates → average the saved checkpoints → beam search → BLEU. The architecture is
+ODE_SEQ_TEST_ARCH, or ode_transformer_rk4_small when user_dir registers it, else fairseq's
+transformer; tiny sizes are passed on the command line either way.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TRANSLATION = REPO_ROOT / "examples" / "translation"
+TEST_PAIRS = 16
+TINY_MODEL = [
+    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+    "--encoder-layers", "2", "--decoder-layers", "2", "--max-tokens", "600",
+]
+
+
+def pipeline_arch() -> str:
+    if os.environ.get("ODE_SEQ_TEST_ARCH"):
+        return os.environ["ODE_SEQ_TEST_ARCH"]
+    sys.path.insert(0, str(REPO_ROOT))
+    import user_dir  # noqa: F401  (registers the ODE architectures)
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    small_rk4 = "ode_transformer_rk4_small"
+    return small_rk4 if small_rk4 in ARCH_MODEL_REGISTRY else "transformer"
+
+
+ARCH = pipeline_arch()
+DEMO_ARGS = [
+    "--arch", ARCH, "--train-pairs", "200", "--valid-pairs", "16", "--test-pairs", str(TEST_PAIRS),
+    "--vocab-size", "250", "--workers", "1", "--minutes", "0", "--max-update", "6",
+    "--save-interval-updates", "2", "--max-len-a", "0", "--max-len-b", "6", "--", *TINY_MODEL,
+]
+
+
+def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run([str(TRANSLATION / script), *args], capture_output=True, text=True,
+                          env=env, cwd=REPO_ROOT, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    work = tmp_path_factory.mktemp("bible-demo")
+    result = run_script("run_bible_demo.sh", "--work-dir", str(work), *DEMO_ARGS)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return work, result
+
+
+def summary(stdout: str) -> str:
+    return stdout.split(f"test set ({TEST_PAIRS} verses), beam 4, lenpen 0.6:")[1]
+
+
+def test_demo_ends_with_tokenised_bleu_and_sacrebleu_scores_with_signatures(demo):
+    work, result = demo
+    summary_text = summary(result.stdout)
+    assert f"== {ARCH}" in summary_text
+    assert "tokenised, compound split: BLEU = " in summary_text
+    for tokenizer in ("13a", "intl"):
+        assert f"signature: nrefs:1|case:mixed|eff:no|tok:{tokenizer}|smooth:exp|version:" in summary_text
+    scores = json.loads((work / "checkpoints" / ARCH / "eval-test" / "scores.json").read_text())
+    assert 0 <= scores["tokenised_compound_split"]["score"] <= 100
+    assert set(scores["sacrebleu"]) == {"13a", "intl"}
+
+
+def test_training_stops_at_the_update_budget_with_one_checkpoint_every_two_updates(demo):
+    work, _ = demo
+    save_dir = work / "checkpoints" / ARCH
+    assert sorted(p.name for p in save_dir.glob("checkpoint_*_*.pt")) == [
+        "checkpoint_1_2.pt", "checkpoint_1_4.pt", "checkpoint_1_6.pt"]
+    updates = re.findall(r"num_updates[ =](\d+)", (save_dir / "train.log").read_text())
+    assert max(map(int, updates)) == 6
+    data_bin = work / "data-bin"
+    assert (data_bin / "dict.en.txt").read_text() == (data_bin / "dict.es.txt").read_text()
+
+
+def test_evaluated_model_is_the_parameter_mean_of_the_saved_checkpoints(demo):
+    from ode_seq.checkpoint_safety import load_checkpoint
+
+    save_dir = demo[0] / "checkpoints" / ARCH
+    states = [load_checkpoint(str(save_dir / f"checkpoint_1_{u}.pt"))["model"] for u in (2, 4, 6)]
+    averaged = load_checkpoint(str(save_dir / "eval-test" / "averaged.pt"))["model"]
+    assert averaged.keys() == states[0].keys()
+    for name, value in averaged.items():
+        if value.is_floating_point():
+            torch.testing.assert_close(value, sum(s[name] for s in states) / 3, rtol=1e-6, atol=1e-7)
+
+
+def test_every_test_sentence_is_translated_exactly_once(demo):
+    generated = (demo[0] / "checkpoints" / ARCH / "eval-test" / "generate-test.txt").read_text()
+    ids = sorted(int(line.split("\t")[0][2:]) for line in generated.splitlines() if line.startswith("H-"))
+    assert ids == list(range(TEST_PAIRS))
+    references = (demo[0] / "raw" / "test.es").read_text(encoding="utf-8").splitlines()
+    assert len(references) == TEST_PAIRS
+
+
+def test_rerun_skips_every_finished_stage_and_reports_the_same_scores(demo):
+    work, first = demo
+    again = run_script("run_bible_demo.sh", "--work-dir", str(work), *DEMO_ARGS)
+    assert again.returncode == 0, again.stderr[-4000:]
+    for stage in ("corpus extraction", "tokenisation", "SentencePiece training", "binarisation",
+                  f"training {ARCH}", "checkpoint averaging", "generation", "scoring"):
+        assert f"skip {stage}" in again.stderr, stage
+    assert summary(again.stdout) == summary(first.stdout)
+
+
+def test_a_work_dir_refuses_other_settings(demo):
+    result = run_script("prepare_bible.sh", "--work-dir", str(demo[0]), "--train-pairs", "300")
+    assert result.returncode != 0
+    assert "was prepared with other settings" in result.stderr
+
+
+def write_pair(prefix: Path, src_lines, tgt_lines) -> None:
+    for lang, lines in (("en", src_lines), ("es", tgt_lines)):
+        data = lines if isinstance(lines, bytes) else "".join(f"{line}\n" for line in lines).encode()
+        Path(f"{prefix}.{lang}").write_bytes(data)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("line_counts", "train.es ends at line 2 but"),
+    ("empty_line", "valid.es line 2 is empty"),
+    ("not_utf8", "test.en line 2: byte 0xe9 is not UTF-8"),
+    ("missing_file", "test.es does not exist"),
+    ("missing_codes", "BPE codes file"),
+])
+def test_prepare_rejects_bad_input_with_a_clear_error_and_no_outputs(tmp_path, case, message):
+    good = ["In the beginning.", "God said."], ["En el principio.", "Dijo Dios."]
+    write_pair(tmp_path / "train", *good)
+    write_pair(tmp_path / "valid", *good)
+    write_pair(tmp_path / "test", *good)
+    extra = []
+    if case == "line_counts":
+        write_pair(tmp_path / "train", good[0] + ["Light."], good[1])
+    elif case == "empty_line":
+        write_pair(tmp_path / "valid", good[0], [good[1][0], ""])
+    elif case == "not_utf8":
+        write_pair(tmp_path / "test", b"In the beginning.\ncaf\xe9\n", good[1])
+    elif case == "missing_file":
+        (tmp_path / "test.es").unlink()
+    elif case == "missing_codes":
+        extra = ["--bpe-codes", str(tmp_path / "missing.codes")]
+    work = tmp_path / "work"
+    result = run_script("prepare_parallel.sh", "--train", str(tmp_path / "train"),
+                        "--valid", str(tmp_path / "valid"), "--test", str(tmp_path / "test"),
+                        "--src", "en", "--tgt", "es", "--work-dir", str(work), "--workers", "1", *extra)
+    assert result.returncode != 0
+    assert message in result.stderr
+    leftovers = sorted(p.name for p in work.iterdir()) if work.exists() else []
+    assert leftovers in ([], ["run-config.txt"])
