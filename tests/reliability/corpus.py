@@ -1,0 +1,134 @@
+"""Corpora, fairseq command lines and process helpers shared by the reliability tests."""
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+import torch
+
+from ode_seq.checkpoint_safety import load_checkpoint
+from tests.e2e.cli import BIN, ROOT, TINY_MODEL, run
+
+WORDS = [f"w{i}" for i in range(24)]
+SIZES = {"train": 400, "valid": 20, "test": 20}
+
+# An RK4 encoder-decoder with learned per-token stage gates, as small as fairseq allows.
+RK4_LEARNED = [
+    "--user-dir", "user_dir", "--arch", "ode_transformer_rk4_encdec_small", *TINY_MODEL,
+    "--ode-coefficients", "learned", "--share-all-embeddings",
+]
+OPTIMISATION = [
+    "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "100",
+    "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+]
+QUIET_CPU = [
+    "--cpu", "--num-workers", "0", "--log-format", "simple", "--log-interval", "1",
+    "--no-progress-bar",
+]
+NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0"]
+
+
+def resumable_training(data_bin: Path, save_dir: Path) -> List[str]:
+    """Two epochs of the RK4 learned-gate model, dropout on, a checkpoint every 5 updates."""
+    return [
+        str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, "--seed", "7",
+        "--max-epoch", "2", "--save-interval-updates", "5", "--keep-interval-updates", "1",
+        "--no-epoch-checkpoints", "--disable-validation", "--save-dir", str(save_dir),
+    ]
+
+
+def reversal_pairs(n: int, rng: random.Random) -> List[List[str]]:
+    """``n`` random sentences of 2–9 words; the target of each is the source reversed."""
+    return [[rng.choice(WORDS) for _ in range(rng.randint(2, 9))] for _ in range(n)]
+
+
+def write_parallel(prefix: Path, sources: Sequence[str], targets: Sequence[str]) -> None:
+    prefix.with_suffix(".src").write_text("".join(s + "\n" for s in sources))
+    prefix.with_suffix(".tgt").write_text("".join(t + "\n" for t in targets))
+
+
+def write_reversal_corpus(directory: Path, sizes: Dict[str, int] = SIZES, seed: int = 0) -> None:
+    """``{split}.src`` / ``{split}.tgt`` for every split in ``sizes``."""
+    rng = random.Random(seed)
+    for split, n in sizes.items():
+        pairs = reversal_pairs(n, rng)
+        write_parallel(directory / split, [" ".join(p) for p in pairs],
+                       [" ".join(reversed(p)) for p in pairs])
+
+
+def preprocess(raw: Path, destdir: Path, splits: Sequence[str] = ("train", "valid", "test"),
+               check: bool = True, extra: Sequence[str] = ()) -> subprocess.CompletedProcess:
+    """fairseq-preprocess of ``raw/{split}.{src,tgt}`` with a joined dictionary."""
+    prefixes = [arg for split in splits for arg in (f"--{split}pref", str(raw / split))]
+    return run("fairseq-preprocess", [
+        "--user-dir", "user_dir", "--source-lang", "src", "--target-lang", "tgt",
+        "--joined-dictionary", "--workers", "1", *prefixes, "--destdir", str(destdir), *extra,
+    ], check=check)
+
+
+def model_state(path: Path) -> Dict[str, torch.Tensor]:
+    """The parameters saved in a fairseq checkpoint, loaded with safe unpickling."""
+    return load_checkpoint(str(path))["model"]
+
+
+def max_abs_difference(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+def final_error(output: str) -> str:
+    """The error a tool ended with: its last exception line (or ``tool: error:`` line) onwards."""
+    lines = output.splitlines()
+    starts = [i for i, line in enumerate(lines)
+              if re.match(r"[\w.]*(Error|Exception)\b|[\w-]+: error:", line)]
+    return "\n".join(lines[starts[-1]:]) if starts else ""
+
+
+def tool_env() -> Dict[str, str]:
+    """The environment :func:`tests.e2e.cli.run` gives tools, with unbuffered output."""
+    return dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+def start(tool: str, args: Sequence[str], log: Path) -> subprocess.Popen:
+    """Start a console script of the venv with stdout and stderr going to ``log``."""
+    with open(log, "w") as out:
+        return subprocess.Popen([os.path.join(BIN, tool), *args], stdout=out,
+                                stderr=subprocess.STDOUT, cwd=ROOT, env=tool_env())
+
+
+def kill_after_update_past_checkpoint(args: Sequence[str], timeout: float = 180.0) -> List[str]:
+    """Run fairseq-train and SIGKILL it once it logs an update after a mid-epoch checkpoint.
+
+    Returns the log lines read before the kill. Fails if training ends first.
+    """
+    process = subprocess.Popen([os.path.join(BIN, "fairseq-train"), *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               cwd=ROOT, env=tool_env())
+    watchdog = threading.Timer(timeout, process.kill)
+    watchdog.start()
+    lines: List[str] = []
+    saved_at = None
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            saved = re.search(r"Saved checkpoint \S*checkpoint_\d+_(\d+)\.pt", line)
+            if saved:
+                saved_at = int(saved.group(1))
+            update = re.search(r"num_updates=(\d+)", line)
+            if saved_at is not None and update and int(update.group(1)) > saved_at:
+                process.send_signal(signal.SIGKILL)
+                break
+    finally:
+        watchdog.cancel()
+        process.wait()
+        process.stdout.close()
+    assert process.returncode == -signal.SIGKILL, (
+        f"fairseq-train was not killed mid-epoch (exit {process.returncode}):\n{''.join(lines[-20:])}"
+    )
+    return lines
