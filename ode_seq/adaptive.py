@@ -5,6 +5,8 @@ over non-padding positions only, so padding never changes the steps a sentence g
 kept in float32 whatever the state's dtype (torchdiffeq's controller fails in float16).
 Adaptive steps are chosen for the whole batch at once: valid for an encoder, never for a causal
 decoder (the controller would see future positions, and incremental decoding needs a fixed grid).
+Dropout masks are fixed for the duration of one solve: a field that changes at every evaluation
+defeats the error controller (hundreds of rejected steps instead of tens).
 """
 from __future__ import annotations
 
@@ -57,11 +59,15 @@ class AdaptiveSolver:
     ) -> Tuple[Tensor, int]:
         """y(interval) and the number of function evaluations it took."""
         evaluations = 0
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+        devices = [y0.device] if y0.device.type == "cuda" else []
 
         def counted(_t: Tensor, y: Tensor) -> Tensor:
             nonlocal evaluations
             evaluations += 1
-            return field(y)
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed)
+                return field(y)
 
         times = torch.tensor([0.0, self.interval], dtype=torch.float32, device=y0.device)
         options = dict(norm=padding_aware_rms(padding_mask), min_step=self.min_step, dtype=torch.float32)

@@ -115,3 +115,20 @@ def test_incremental_decoding_equals_full_forward_for_parallel_field_and_step_ov
 def test_invalid_continuous_depth_options_are_rejected(overrides, message):
     with pytest.raises(ValueError, match=message):
         build_model("ode_transformer_parallel", TinyTask(), **overrides)
+
+
+def test_adaptive_solve_in_training_fixes_dropout_masks_so_steps_stay_few():
+    task = TinyTask()
+    model = build_model(
+        "ode_transformer_parallel", task, encoder_ode_method="dopri5", dropout=0.3,
+        attention_dropout=0.3, activation_dropout=0.3,
+    )
+    block = model.encoder.layers[0]
+    solver = block.integration.adaptive
+    y = torch.randn(6, 2, 32)
+    counts = {}
+    for mode in ("eval", "train"):
+        getattr(model, mode)()
+        with torch.no_grad():
+            _, counts[mode] = solver.solve(lambda z: block.field(z, None), y, None)
+    assert counts["train"] <= 2 * counts["eval"], counts
