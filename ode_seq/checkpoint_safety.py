@@ -2,12 +2,17 @@
 
 fairseq checkpoints hold tensors, plain containers and the training ``argparse.Namespace``.
 Only those are allow-listed; any other pickled global is refused, so a hostile checkpoint
-cannot run code. Safe loading is never switched off.
+cannot run code. Safe loading is never switched off. Files are checked first: a truncated
+archive or a member failing its CRC is reported with the file's name, never loaded silently.
 """
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict
+import functools
+import pickle
+import re
+import zipfile
+from typing import Any, Callable, Dict
 
 import torch
 
@@ -19,23 +24,59 @@ def allow_fairseq_checkpoint_types() -> None:
     torch.serialization.add_safe_globals(FAIRSEQ_CHECKPOINT_TYPES)
 
 
+def verify_checkpoint_file(path: str) -> None:
+    """ValueError naming ``path`` when it is not a complete checkpoint archive or fails a CRC."""
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as f:
+            if f.read(1) == b"\x80":  # a legacy (pre-zip) torch.save: a bare pickle stream
+                return
+        raise ValueError(
+            f"{path} is truncated or corrupted (not a complete checkpoint archive), e.g. a copy "
+            "interrupted by a crash; load another checkpoint"
+        )
+    with zipfile.ZipFile(path) as archive:
+        bad = archive.testzip()
+    if bad is not None:
+        raise ValueError(
+            f"{path} is corrupted: its member {bad} fails its CRC check; load another checkpoint "
+            "or copy this one again"
+        )
+
+
+def _refusal(path: str, error: Exception) -> ValueError:
+    found = re.search(r"GLOBAL ([\w.]+)", str(error))
+    kind = found.group(1) if found else "object"
+    return ValueError(
+        f"refusing to load {path}: it contains a pickled {kind}, which is not a tensor or a "
+        "fairseq checkpoint type; only load checkpoints you trust"
+    )
+
+
 def load_checkpoint(path: str) -> Dict[str, Any]:
-    """torch.load(path) with safe loading; a refused type raises ValueError naming file and type."""
+    """torch.load(path) with safe loading; problems raise ValueError naming file and cause."""
     allow_fairseq_checkpoint_types()
+    verify_checkpoint_file(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch raises UnpicklingError with the refused global's name
-        if "weights_only" in str(error) or "Unsupported global" in str(error):
+    except pickle.UnpicklingError as error:
+        raise _refusal(path, error) from None
+
+
+def checked_fairseq_loader(load: Callable) -> Callable:
+    """Wrap fairseq's ``load_checkpoint_to_cpu`` with the same checks and messages."""
+
+    @functools.wraps(load)
+    def checked(path, *args, **kwargs):
+        try:
+            verify_checkpoint_file(path)
+        except ValueError as error:
             raise ValueError(
-                f"refusing to load {path}: it contains a pickled object that is not a tensor or "
-                f"a fairseq checkpoint type ({_refused_global(str(error))}); only load "
-                "checkpoints you trust"
+                f"{error} (fairseq-train can resume from another one with --restore-file)"
             ) from None
-        raise
+        try:
+            return load(path, *args, **kwargs)
+        except pickle.UnpicklingError as error:
+            raise _refusal(path, error) from None
 
-
-def _refused_global(message: str) -> str:
-    for line in message.splitlines():
-        if "Unsupported global" in line:
-            return line.strip()
-    return message.splitlines()[0] if message else "unknown type"
+    checked.names_file = True
+    return checked

@@ -11,19 +11,30 @@
   blocks anything (fairseq issues #4709, #5206). It is replaced by the intended rule: at step
   s, token x_{i+n−1} is banned for every i with x_i … x_{i+n−2} = x_{s−n+2} … x_s.
 - torch >= 2.6 loads checkpoints with ``weights_only=True`` and refuses fairseq's
-  ``argparse.Namespace``; it is allow-listed (safe loading stays on).
+  ``argparse.Namespace``; it is allow-listed (safe loading stays on). A checkpoint that is
+  truncated, fails its CRC check, or pickles any other type is refused with an error naming
+  the file and the problem (:mod:`ode_seq.checkpoint_safety`).
+- ``save_checkpoint`` writes checkpoint_last.pt etc. by copying in place: a crash during the
+  copy leaves a truncated file. Copies now go to a temporary name and are renamed.
+- ``DistributedFairseqModel`` gives torch's DDP ``device_ids=[0]`` even for CPU modules,
+  which DDP refuses; CPU modules get ``None`` (gloo training on CPU).
+- ``--bf16`` switched on fairseq's TPU code path even with ``--cpu``; on CPU it stays off.
 """
 from __future__ import annotations
 
 import functools
 import math
+import os
 
 import numpy as np
 import torch
+from fairseq import checkpoint_utils, options
 from fairseq.data import data_utils
+from fairseq.file_io import PathManager
+from fairseq.models import distributed_fairseq_model
 from fairseq.ngram_repeat_block import NGramRepeatBlock
 
-from ode_seq.checkpoint_safety import allow_fairseq_checkpoint_types
+from ode_seq.checkpoint_safety import allow_fairseq_checkpoint_types, checked_fairseq_loader
 
 
 def _keeping_every_index(batch_by_size):
@@ -58,8 +69,52 @@ def _no_repeat_ngram(self: NGramRepeatBlock, tokens, lprobs, bsz: int, beam_size
     return block_repeated_ngrams(tokens, lprobs, step, self.no_repeat_ngram_size)
 
 
+class _AtomicCopyPathManager(PathManager):
+    """PathManager whose local copies appear complete or not at all."""
+
+    @staticmethod
+    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        if not (os.path.exists(src_path) and os.path.isdir(os.path.dirname(dst_path) or ".")):
+            return PathManager.copy(src_path, dst_path, overwrite)
+        tmp = f"{dst_path}.tmp{os.getpid()}"
+        ok = PathManager.copy(src_path, tmp, overwrite=True)
+        os.replace(tmp, dst_path)
+        return ok
+
+
+def _ddp_on_any_device(ddp_class):
+    def build(module, device_ids=None, output_device=None, **kwargs):
+        if next(module.parameters()).device.type == "cpu":
+            device_ids = output_device = None
+        return ddp_class(module, device_ids=device_ids, output_device=output_device, **kwargs)
+
+    build.handles_cpu = True
+    return build
+
+
+def _bf16_without_tpu_on_cpu(parse_args_and_arch):
+    @functools.wraps(parse_args_and_arch)
+    def parse(*args, **kwargs):
+        parsed = parse_args_and_arch(*args, **kwargs)
+        namespace = parsed[0] if isinstance(parsed, tuple) else parsed
+        if getattr(namespace, "bf16", False) and getattr(namespace, "cpu", False):
+            namespace.tpu = False
+        return parsed
+
+    parse.keeps_cpu = True
+    return parse
+
+
 def apply() -> None:
     if not getattr(data_utils.batch_by_size, "keeps_every_index", False):
         data_utils.batch_by_size = _keeping_every_index(data_utils.batch_by_size)
     NGramRepeatBlock._no_repeat_ngram = _no_repeat_ngram
     allow_fairseq_checkpoint_types()
+    if not getattr(checkpoint_utils.load_checkpoint_to_cpu, "names_file", False):
+        checkpoint_utils.load_checkpoint_to_cpu = checked_fairseq_loader(checkpoint_utils.load_checkpoint_to_cpu)
+    checkpoint_utils.PathManager = _AtomicCopyPathManager
+    ddp = distributed_fairseq_model.DistributedDataParallel
+    if not getattr(ddp, "handles_cpu", False):
+        distributed_fairseq_model.DistributedDataParallel = _ddp_on_any_device(ddp)
+    if not getattr(options.parse_args_and_arch, "keeps_cpu", False):
+        options.parse_args_and_arch = _bf16_without_tpu_on_cpu(options.parse_args_and_arch)

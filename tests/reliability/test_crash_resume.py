@@ -67,9 +67,6 @@ class SimulatedKill(BaseException):
     """Stands for SIGKILL arriving in the middle of a file copy."""
 
 
-@pytest.mark.xfail(strict=True, reason="fairseq.checkpoint_utils.save_checkpoint writes "
-                   "checkpoint_E_U.pt atomically (.tmp + rename) but then copies it over "
-                   "checkpoint_last.pt with PathManager.copy (shutil.copyfile) in place")
 def test_kill_while_saving_leaves_the_previous_checkpoint_last_intact(
     data_bin, tmp_path, monkeypatch
 ):

@@ -82,9 +82,6 @@ def test_two_gloo_ranks_equal_one_process_with_update_freq_2(
     assert max_abs_difference(two_ranks, one) <= 1e-6
 
 
-@pytest.mark.xfail(strict=True, reason="fairseq.models.distributed_fairseq_model.DistributedFairseqModel "
-                   "passes device_ids=[device_id] to torch's DistributedDataParallel, which refuses "
-                   "CPU modules with device_ids")
 def test_pytorch_ddp_ranks_equal_one_process_with_update_freq_2(
     data_bin, tmp_path, one_process_update_freq_2
 ):

@@ -50,8 +50,6 @@ def test_fp16_overflow_in_fairseq_train_on_cpu_lowers_the_loss_scale(data_bin, t
     assert re.search(r"num_updates=3\b", log)
 
 
-@pytest.mark.xfail(strict=True, reason="fairseq.options.parse_args_and_arch turns --bf16 into "
-                   "--tpu, and the Trainer then needs torch_xla")
 def test_bf16_training_on_cpu_runs_through_fairseq_train(data_bin, tmp_path):
     log = _train_log(data_bin, tmp_path, "--bf16", "--fp16-no-flatten-grads")
     assert re.search(r"num_updates=3\b", log)

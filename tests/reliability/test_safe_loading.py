@@ -147,16 +147,7 @@ def test_hostile_checkpoint_is_refused_before_its_code_runs(tool, refusals):
     assert output is None or not output.exists()
 
 
-@pytest.mark.parametrize("tool", [
-    pytest.param(tool, marks=pytest.mark.xfail(strict=True, reason=reason)) for tool, reason in [
-        ("fairseq-generate", "torch's UnpicklingError does not name the file: "
-         "fairseq.checkpoint_utils.load_checkpoint_to_cpu calls torch.load(f) on an open file"),
-        ("fairseq-interactive", "as fairseq-generate: load_checkpoint_to_cpu"),
-        ("fairseq-train", "as fairseq-generate: load_checkpoint_to_cpu via Trainer.load_checkpoint"),
-        ("average_checkpoints", "ode_seq.checkpoint_safety._refused_global looks for 'Unsupported "
-         "global'; torch 2.13 writes 'unsupported GLOBAL posix.system whose module ... is blocked'"),
-    ]
-])
+@pytest.mark.parametrize("tool", ["fairseq-generate", "fairseq-interactive", "fairseq-train", "average_checkpoints"])
 def test_hostile_checkpoint_error_names_the_file_and_the_refused_type(tool, refusals):
     result, hostile, _, _ = refusals(tool)
     error = final_error(result.stderr)
