@@ -143,6 +143,7 @@ class EncoderODEBlock(_RungeKuttaStep, EncoderLayerField):
         if self.integration.check_finite:
             field = self._checked(field)
         y, evaluations = adaptive.solve(lambda z: field(z, 0, 0), x, encoder_padding_mask)
+        self.nfe = evaluations
         metrics.log_scalar("encoder_nfe", evaluations, weight=1, round=1)
         return y
 

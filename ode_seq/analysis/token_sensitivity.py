@@ -1,0 +1,147 @@
+"""Token-level Lyapunov exponents of a translation model on one sentence pair.
+
+The encoder map of block l is x^{l+1} = B_l(x^l) on the source states (T_src, d); the decoder
+map is the decoder block under teacher forcing, x^{l+1} = B_l(x^l; encoder output) on the target
+prefix (T_tgt, d) with the causal mask, the encoder output held fixed. Each block's call is
+captured (arguments included) during one forward pass and replayed on perturbed states, so the
+maps are exactly the model's blocks. Stacks with layer history (DLCL) are skipped: their state
+is the whole history, not the previous block's output.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..blocks import HistoryBlock
+from .layer_weights import stack_layers
+from .lyapunov import TokenLyapunov, token_lyapunov_exponents
+
+BlockCall = Tuple[nn.Module, tuple, dict]
+
+
+@dataclass
+class StackSensitivity:
+    """Token labels and exponents of one stack, or the reason it was skipped."""
+
+    tokens: List[str]
+    result: Optional[TokenLyapunov] = None
+    skipped: Optional[str] = None
+
+
+def capture_block_calls(
+    model: nn.Module, src_tokens: Tensor, prev_output_tokens: Tensor
+) -> Dict[str, List[BlockCall]]:
+    """Run the model once (batch of one) and record each layer's (layer, args, kwargs)."""
+    calls: Dict[str, List[BlockCall]] = {"encoder": [], "decoder": []}
+    handles = []
+    for side in calls:
+        for layer in stack_layers(getattr(model, side)):
+            def hook(module, args, kwargs, side=side):
+                calls[side].append((module, args, kwargs))
+
+            handles.append(layer.register_forward_pre_hook(hook, with_kwargs=True))
+    try:
+        with torch.no_grad():
+            model(src_tokens, torch.tensor([src_tokens.size(1)]), prev_output_tokens)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return calls
+
+
+def block_map(layer: nn.Module, args: tuple, kwargs: dict) -> Callable[[Tensor], Tensor]:
+    """x (T, d) ↦ the layer's output for a batch of one, other inputs as captured.
+
+    The class's forward is called directly, bypassing wrappers patched onto the instance
+    (activation checkpointing), so autograd sees the plain computation.
+    """
+    forward = type(layer).forward
+
+    def f(x: Tensor) -> Tensor:
+        out = forward(layer, x.unsqueeze(1), *args[1:], **kwargs)
+        return (out[0] if isinstance(out, tuple) else out).squeeze(1)
+
+    return f
+
+
+def stack_sensitivity(
+    stack: nn.Module, calls: List[BlockCall], tokens: List[str], num_exponents: Optional[int]
+) -> StackSensitivity:
+    """Exponents of the last position with respect to every token along the stack's blocks."""
+    if any(isinstance(m, HistoryBlock) for m in stack.modules()):
+        return StackSensitivity(tokens, skipped=(
+            "layer history (DLCL): a block's input mixes all previous outputs, so the state is "
+            "not one block's output and the per-block QR propagation does not apply"
+        ))
+    if not calls:
+        return StackSensitivity(tokens, skipped="the stack has no layers")
+    maps = [block_map(*call) for call in calls]
+    x0 = calls[0][1][0].squeeze(1).detach()
+    return StackSensitivity(tokens, token_lyapunov_exponents(
+        maps, x0, position=-1, dt=1.0, num_exponents=num_exponents
+    ))
+
+
+def greedy_target(model: nn.Module, source: Tensor, eos: int, max_len: int) -> Tensor:
+    """Greedy translation of ``source`` (1-D, ending with EOS), without the final EOS.
+
+    The decoder re-runs on the whole prefix at every step (no incremental state).
+    """
+    prefix = torch.tensor([[eos]])
+    with torch.no_grad():
+        encoder_out = model.encoder(source[None], torch.tensor([source.numel()]))
+        for _ in range(max_len):
+            logits, _ = model.decoder(prefix, encoder_out=encoder_out)
+            token = int(logits[0, -1].argmax())
+            if token == eos:
+                break
+            prefix = torch.cat([prefix, torch.tensor([[token]])], dim=1)
+    return prefix[0, 1:]
+
+
+def sentence_sensitivity(
+    model: nn.Module,
+    source: Tensor,
+    target: Tensor,
+    token_string: Callable[[int, str], str],
+    num_exponents: Optional[int] = None,
+) -> Dict[str, StackSensitivity]:
+    """Encoder exponents over source tokens; decoder exponents over the teacher-forced prefix.
+
+    ``source`` ends with EOS; ``target`` is the target sentence without EOS, fed as
+    prev_output_tokens = [EOS] + target. ``token_string(index, side)`` names a token.
+    """
+    eos = source[-1].item()
+    prev_output_tokens = torch.cat([source.new_tensor([eos]), target])
+    calls = capture_block_calls(model, source[None], prev_output_tokens[None])
+    labels: Dict[str, List[str]] = {
+        "encoder": [token_string(int(t), "source") for t in source],
+        "decoder": [token_string(int(t), "target") for t in prev_output_tokens],
+    }
+    return {
+        side: stack_sensitivity(getattr(model, side), calls[side], labels[side], num_exponents)
+        for side in ("encoder", "decoder")
+    }
+
+
+SensitivityJSON = Dict[str, Union[str, int, List[str], List[float], List[List[float]]]]
+LEADING_EXPONENTS = 8
+
+
+def sensitivity_json(sensitivity: StackSensitivity) -> SensitivityJSON:
+    """Tokens, per-token scores (max exponent), running maxima by block, leading exponents."""
+    if sensitivity.result is None:
+        return {"tokens": sensitivity.tokens, "skipped": sensitivity.skipped or ""}
+    result = sensitivity.result
+    leading = -np.sort(-result.exponents, axis=1)[:, :LEADING_EXPONENTS]
+    return {
+        "tokens": sensitivity.tokens,
+        "position": len(sensitivity.tokens) - 1,
+        "scores": result.scores.tolist(),
+        "running_max_by_block": result.running_max.tolist(),
+        "leading_exponents": leading.tolist(),
+    }
