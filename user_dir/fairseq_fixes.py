@@ -19,6 +19,8 @@
 - ``DistributedFairseqModel`` gives torch's DDP ``device_ids=[0]`` even for CPU modules,
   which DDP refuses; CPU modules get ``None`` (gloo training on CPU).
 - ``--bf16`` switched on fairseq's TPU code path even with ``--cpu``; on CPU it stays off.
+- A translation data directory missing a dictionary or a split raises FileNotFoundError
+  without the fix; the message now says which files fairseq-preprocess writes.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from fairseq.data import data_utils
 from fairseq.file_io import PathManager
 from fairseq.models import distributed_fairseq_model
 from fairseq.ngram_repeat_block import NGramRepeatBlock
+from fairseq.tasks import translation
 
 from ode_seq.checkpoint_safety import allow_fairseq_checkpoint_types, checked_fairseq_loader
 
@@ -105,6 +108,26 @@ def _bf16_without_tpu_on_cpu(parse_args_and_arch):
     return parse
 
 
+PREPROCESS_HINT = (
+    "; fairseq-preprocess writes dict.{src,tgt}.txt and {split}.{src}-{tgt}.{src,tgt}.{bin,idx} "
+    "into the data directory (e.g. fairseq-preprocess --trainpref ... --validpref ... --destdir DIR)"
+)
+
+
+def _hinting_missing_data(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except FileNotFoundError as error:
+            if "fairseq-preprocess" in str(error):
+                raise
+            raise FileNotFoundError(f"{error}{PREPROCESS_HINT}") from None
+
+    wrapper.hints_preprocess = True
+    return wrapper
+
+
 def apply() -> None:
     if not getattr(data_utils.batch_by_size, "keeps_every_index", False):
         data_utils.batch_by_size = _keeping_every_index(data_utils.batch_by_size)
@@ -116,5 +139,9 @@ def apply() -> None:
     ddp = distributed_fairseq_model.DistributedDataParallel
     if not getattr(ddp, "handles_cpu", False):
         distributed_fairseq_model.DistributedDataParallel = _ddp_on_any_device(ddp)
+    task = translation.TranslationTask
+    if not getattr(task.setup_task, "hints_preprocess", False):
+        task.setup_task = classmethod(_hinting_missing_data(task.setup_task.__func__))
+        task.load_dataset = _hinting_missing_data(task.load_dataset)
     if not getattr(options.parse_args_and_arch, "keeps_cpu", False):
         options.parse_args_and_arch = _bf16_without_tpu_on_cpu(options.parse_args_and_arch)

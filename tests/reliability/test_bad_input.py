@@ -182,14 +182,10 @@ CASES: Dict[str, BadInput] = {
         outputs=("ckpt/checkpoint_last.pt",)),
     "data directory without a dictionary": BadInput(
         _missing_dictionary, r"dict\.tgt\.txt", r"fairseq-preprocess",
-        outputs=("ckpt/checkpoint_last.pt",),
-        message_xfail="fairseq.tasks.translation.TranslationTask.setup_task raises "
-                      "FileNotFoundError without saying that fairseq-preprocess writes the dictionaries"),
+        outputs=("ckpt/checkpoint_last.pt",)),
     "data directory without the train split": BadInput(
         _missing_split, r"Dataset not found: train", r"fairseq-preprocess",
-        outputs=("ckpt/checkpoint_last.pt",),
-        message_xfail="fairseq.tasks.translation.load_langpair_dataset: 'Dataset not found' "
-                      "names neither the files it looked for nor fairseq-preprocess --trainpref"),
+        outputs=("ckpt/checkpoint_last.pt",)),
     "parallel files with different line counts": BadInput(
         _unequal_line_counts, r"train\.src.*50.*train\.tgt.*49|train\.tgt.*49.*train\.src.*50",
         r"line-aligned|same number of lines", outputs=PREPROCESS_OUTPUTS,
