@@ -64,8 +64,12 @@ class StageGate(nn.Module):
         nn.init.zeros_(self.proj.bias)
 
     def weights(self, ks: Sequence[Tensor]) -> Tensor:
-        """w (…, s): the gate values of each token."""
-        logits = self.proj(torch.cat(list(ks), dim=-1))
+        """w (…, s): the gate values of each token (W·[k_1; …; k_s] as Σ_i W_i k_i, no concat)."""
+        d = ks[0].size(-1)
+        weight = self.proj.weight
+        logits = self.proj.bias + sum(
+            torch.nn.functional.linear(k, weight[:, i * d : (i + 1) * d]) for i, k in enumerate(ks)
+        )
         logits = torch.cat([logits, torch.zeros_like(logits[..., :1])], dim=-1)
         return torch.softmax(logits.float(), dim=-1).type_as(logits)
 

@@ -20,7 +20,7 @@ Dropout masks are drawn afresh at every call, i.e. at every Runge–Kutta stage.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional, Tuple
 
 from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
@@ -49,12 +49,15 @@ class _BranchRecorder:
             return residual
         return residual + x if self.stream_scale == 1.0 else residual + self.stream_scale * x
 
-    def _take_branch(self, layer_output: Tensor) -> Tensor:
-        branch, self._branch = self._branch, None
-        if self.field_form == "whole-layer":
-            return layer_output
-        assert branch is not None
-        return branch
+    def _run_recording(self, forward: Callable[[], Any]) -> Tuple[Any, Tensor]:
+        """(the layer's output, F(z)) for one call of its unchanged forward."""
+        self._branch = None
+        try:
+            out = forward()
+        finally:
+            branch, self._branch = self._branch, None
+        layer_output = out[0] if isinstance(out, tuple) else out
+        return out, layer_output if self.field_form == "whole-layer" else branch
 
     def _relative_self_attention(self, embed_dim: int, cfg, decoder: bool):
         heads = cfg.decoder.attention_heads if decoder else cfg.encoder.attention_heads
@@ -82,9 +85,10 @@ class EncoderLayerField(_BranchRecorder, TransformerEncoderLayerBase):
     def field(
         self, z: Tensor, encoder_padding_mask: Optional[Tensor], attn_mask: Optional[Tensor] = None
     ) -> Tensor:
-        self._branch = None
-        out = TransformerEncoderLayerBase.forward(self, z, encoder_padding_mask, attn_mask)
-        return self._take_branch(out)
+        _, k = self._run_recording(
+            lambda: TransformerEncoderLayerBase.forward(self, z, encoder_padding_mask, attn_mask)
+        )
+        return k
 
 
 class DecoderLayerField(_BranchRecorder, TransformerDecoderLayerBase):
@@ -103,6 +107,7 @@ class DecoderLayerField(_BranchRecorder, TransformerDecoderLayerBase):
         return super().build_self_attention(embed_dim, cfg, add_bias_kv, add_zero_attn)
 
     def field(self, z: Tensor, **layer_kwargs):
-        self._branch = None
-        out, attn, _ = TransformerDecoderLayerBase.forward(self, z, **layer_kwargs)
-        return self._take_branch(out), attn
+        (_, attn, _), k = self._run_recording(
+            lambda: TransformerDecoderLayerBase.forward(self, z, **layer_kwargs)
+        )
+        return k, attn

@@ -1,0 +1,83 @@
+"""``python -m benchmarks.run``: every comparison in one process, printed as a table of ratios.
+
+Sections (``--sections``): training (throughput and peak memory of L-L models, per-stage
+checkpointing), rk-overhead (RK-n encoder of L blocks vs n·L layers), generation (beam search
+sentences/s), decoder-step (one incremental step of one layer, at two prefix lengths).
+Progress goes to stderr; the table and notes to stdout; ``--json FILE`` also saves the rows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from dataclasses import asdict
+from typing import Callable, Dict, List, Optional, Sequence
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from benchmarks.context import RunContext  # noqa: E402
+from benchmarks.data import build_dictionary  # noqa: E402
+from benchmarks.decoder_step import run_decoder_step  # noqa: E402
+from benchmarks.generation import run_generation  # noqa: E402
+from benchmarks.rk_overhead import run_rk_overhead  # noqa: E402
+from benchmarks.settings import Settings, parse_settings  # noqa: E402
+from benchmarks.table import Row, markdown  # noqa: E402
+from benchmarks.training import run_training  # noqa: E402
+
+SECTION_RUNNERS: Dict[str, Callable[[RunContext], List[Row]]] = {
+    "training": run_training,
+    "rk-overhead": run_rk_overhead,
+    "generation": run_generation,
+    "decoder-step": run_decoder_step,
+}
+
+
+def environment(settings: Settings) -> str:
+    device = settings.device
+    if device == "cuda":
+        device = f"cuda ({torch.cuda.get_device_name()})"
+    return (f"torch {torch.__version__}, {device}, {settings.dtype}, {settings.clock} clock, "
+            f"{settings.threads} intra-op threads, {os.cpu_count()} CPUs visible, "
+            f"{platform.machine()}, load average {os.getloadavg()[0]:.1f}")
+
+
+def run(settings: Settings) -> RunContext:
+    """Run the selected sections; the context holds the notes, ``rows`` the results."""
+    torch.set_num_threads(settings.threads)
+    dictionary, origin = build_dictionary(settings)
+    context = RunContext(settings, dictionary)
+    context.notes.append(f"dictionary: {origin}")
+    for section in settings.sections:
+        context.log(f"section {section}")
+        context.rows.extend(SECTION_RUNNERS[section](context))
+    context.log("done")
+    return context
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    settings, args = parse_settings(argv)
+    started_in = environment(settings)
+    context = run(settings)
+    s = settings
+    print(f"# ode-seq benchmark: d={s.embed_dim}, FFN {s.ffn_dim}, {s.heads} heads, "
+          f"{s.layers}-{s.layers} layers, RK-overhead {s.rk_blocks} blocks")
+    print(f"# at start: {started_in}")
+    print(f"# at end:   {environment(settings)}")
+    print(markdown(context.rows))
+    for note in context.notes:
+        print(f"- {note}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"settings": asdict(settings),
+                       "environment": [started_in, environment(settings)],
+                       "notes": context.notes, "rows": [r.as_dict() for r in context.rows]},
+                      f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The benchmark command in its tiny --smoke mode, and its CPU peak-memory measurement."""
+import json
+import math
+
+import torch
+
+from benchmarks.measure import median_ratio, peak_extra_bytes
+from tests.e2e.cli import run
+
+EXPECTED_ROWS = {
+    ("training", "euler 2-2 / transformer 2-2"): 2,
+    ("training", "rk2 2-2 / transformer 2-2"): 2,
+    ("training", "rk2-learned 2-2 / transformer 2-2"): 2,
+    ("training", "rk4 2-2 / transformer 2-2"): 2,
+    ("checkpointing", "rk4 2-2 ckpt-stages / transformer 2-2"): 2,
+    ("rk-overhead", "euler encoder 1 blocks / transformer encoder 1 layers"): 2,
+    ("rk-overhead", "heun encoder 1 blocks / transformer encoder 2 layers"): 2,
+    ("rk-overhead", "rk4 encoder 1 blocks / transformer encoder 4 layers"): 2,
+    ("generation", "euler 2-2 / transformer 2-2"): 1,
+    ("generation", "rk4 2-2 / transformer 2-2"): 2,
+    ("generation", "rk4-encdec 2-2 / transformer 2-2"): 1,
+    ("decoder-step", "euler block (n=1) / transformer layer"): 3,
+    ("decoder-step", "heun block (n=2) / transformer layer"): 3,
+    ("decoder-step", "rk4 block (n=4) / transformer layer"): 3,
+}
+
+
+def test_smoke_run_prints_every_row_with_a_finite_ratio(tmp_path):
+    out = tmp_path / "rows.json"
+    result = run("python", ["-m", "benchmarks.run", "--smoke", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    counts = {}
+    for row in rows:
+        key = (row["section"], row["comparison"])
+        counts[key] = counts.get(key, 0) + 1
+        assert math.isfinite(row["ratio"]) and row["ratio"] > 0, row
+        assert f"| {row['section']} | {row['comparison']} | {row['metric']} |" in result.stdout
+    assert counts == EXPECTED_ROWS
+    target = {(r["comparison"], r["metric"]): r["target"] for r in rows}
+    assert target[("rk4 encoder 1 blocks / transformer encoder 4 layers",
+                   "source tokens/s (fwd+bwd)")] == [">=", 0.95]
+    assert target[("rk4 2-2 / transformer 2-2", "sentences/s (beam 4)")] == [">=", 0.85]
+    assert target[("rk4 2-2 ckpt-stages / transformer 2-2", "peak training memory")] == [
+        "<=", 1.2]
+    assert target[("rk4 block (n=4) / transformer layer", "seconds per step @prefix 8")] == [
+        "<=", 4.4]
+
+def test_cpu_peak_memory_is_the_largest_running_sum_of_allocations():
+    def allocate():
+        a = torch.empty(1_000_000)  # 4 MB
+        b = torch.empty(2_000_000)  # +8 MB = 12 MB live: the peak
+        del a
+        c = torch.empty(500_000)  # 10 MB live
+        del b, c
+
+    assert peak_extra_bytes(allocate, torch.device("cpu")) == 12_000_000
+
+
+def test_cpu_peak_memory_is_not_lowered_by_freeing_blocks_of_an_earlier_measurement():
+    kept = []
+    peak_extra_bytes(lambda: kept.append(torch.empty(3_000_000)), torch.device("cpu"))
+    assert len(kept) == 2  # 24 MB allocated while an earlier measurement was recording
+
+    def free_earlier_then_allocate():
+        kept.clear()
+        a = torch.empty(1_000_000)
+        b = torch.empty(2_000_000)
+        del a, b
+
+    assert peak_extra_bytes(free_earlier_then_allocate, torch.device("cpu")) == 12_000_000
+
+
+def test_median_ratio_pairs_rounds_before_taking_the_median():
+    assert median_ratio([2.0, 4.0, 100.0], [1.0, 2.0, 10.0]) == 2.0
