@@ -6,6 +6,6 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from . import fairseq_fixes, models  # noqa: E402,F401  (registration)
+from . import fairseq_fixes, models, criterions  # noqa: E402,F401  (registration)
 
 fairseq_fixes.apply()

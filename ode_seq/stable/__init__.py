@@ -1,0 +1,37 @@
+"""A stable vector field for ODE Transformers (ODE-ViT, Boned Riera et al., 2025), for seq2seq.
+
+The field keeps fairseq's layer structure (see :mod:`ode_seq.fields`) with three changes that make
+it globally Lipschitz or at least well conditioned:
+
+- CenterNorm instead of LayerNorm: CN(x) = γ ⊙ (D/(D−1))·(x − mean x) + β (no division by the
+  standard deviation, so CN is affine in x);
+- bias-free projections, every one initialised with spectral norm 1 (xavier, then divided by the
+  largest singular value), optionally kept at spectral norm 1 during training;
+- optionally L2-distance attention softmax(−‖q_i − k_j‖²/√d) instead of softmax(q_i·k_j/√d).
+
+The JaSMin penalty on the self-attention probabilities (:mod:`.jasmin`) bounds the local
+Lipschitz constant of the softmax; :mod:`.recording` collects the probabilities and the state after
+every solver step during a forward pass.
+"""
+from .attention import ATTENTION_KERNELS, StableMultiheadAttention
+from .blocks import StableDecoderODEBlock, StableEncoderODEBlock, StableFieldConfig
+from .center_norm import CenterNorm
+from .jasmin import jasmin_penalty, jasmin_rows, trajectory_jasmin
+from .recording import SolverRecord, record_solver_steps
+from .spectral import constrain_spectral_norm, spectral_init_
+
+__all__ = [
+    "ATTENTION_KERNELS",
+    "CenterNorm",
+    "SolverRecord",
+    "StableDecoderODEBlock",
+    "StableEncoderODEBlock",
+    "StableFieldConfig",
+    "StableMultiheadAttention",
+    "constrain_spectral_norm",
+    "jasmin_penalty",
+    "jasmin_rows",
+    "record_solver_steps",
+    "spectral_init_",
+    "trajectory_jasmin",
+]

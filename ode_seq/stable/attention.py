@@ -1,0 +1,186 @@
+"""Bias-free multi-head attention with a dot-product or L2-distance kernel.
+
+    dot:  P = softmax(q_i · k_j / √d)
+    l2:   P = softmax(−‖q_i − k_j‖² / √d)        (d = head dimension)
+
+The L2 kernel is the Lipschitz attention of Kim et al. (2021) as used by ODE-ViT (Kim et al.
+also tie W_Q = W_K for their global bound; the projections here stay separate).
+The module keeps fairseq's projections (``q_proj`` … ``out_proj``, without biases) and its
+key/value cache format, so fairseq's incremental decoding, beam reordering and the per-stage
+caches of :mod:`ode_seq.stage_state` work unchanged. While ``recorded`` is a list, every call
+appends its per-head probabilities for the JaSMin penalty (:mod:`ode_seq.stable.jasmin`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from fairseq import utils
+from fairseq.modules.multihead_attention import MultiheadAttention
+from torch import Tensor
+
+ATTENTION_KERNELS = ("dot", "l2")
+IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
+
+
+@dataclass
+class AttentionRecord:
+    """One call's probabilities (B, H, T, S), the query padding mask (B, T) of self-attention
+    without a cache (None otherwise), and the number of keys each row may attend to (B, H, T)."""
+
+    probs: Tensor
+    query_padding_mask: Optional[Tensor]
+    available_keys: Tensor
+
+
+class StableMultiheadAttention(MultiheadAttention):
+    """fairseq's attention without biases and with the ``kernel`` of the attention logits."""
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        kernel: str = "dot",
+        kdim: Optional[int] = None,
+        vdim: Optional[int] = None,
+        dropout: float = 0.0,
+        self_attention: bool = False,
+        encoder_decoder_attention: bool = False,
+    ) -> None:
+        if kernel not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"attention kernel {kernel!r} is not valid; choose one of: {', '.join(ATTENTION_KERNELS)}"
+            )
+        super().__init__(
+            embed_dim,
+            num_heads,
+            kdim=kdim,
+            vdim=vdim,
+            dropout=dropout,
+            bias=False,
+            self_attention=self_attention,
+            encoder_decoder_attention=encoder_decoder_attention,
+        )
+        self.kernel = kernel
+        self.recorded: Optional[List[AttentionRecord]] = None
+
+    def _split_heads(self, x: Tensor, bsz: int) -> Tensor:
+        """(T, B, H·d) → (B·H, T, d)."""
+        return x.contiguous().view(-1, bsz * self.num_heads, self.head_dim).transpose(0, 1)
+
+    def _logits(self, q: Tensor, k: Tensor) -> Tensor:
+        """(B·H, T, S) logits: q·k/√d, or −‖q − k‖²/√d = −(‖q‖² + ‖k‖² − 2 q·k)/√d."""
+        if self.kernel == "dot":
+            return torch.bmm(q, k.transpose(1, 2)) * self.scaling
+        squared = q.pow(2).sum(-1, keepdim=True) + k.pow(2).sum(-1).unsqueeze(1)
+        distance = torch.baddbmm(squared, q, k.transpose(1, 2), alpha=-2.0)
+        return -distance * self.scaling
+
+    def _cached_keys_values(
+        self,
+        incremental_state: IncrementalState,
+        k: Optional[Tensor],
+        v: Optional[Tensor],
+        key_padding_mask: Optional[Tensor],
+        bsz: int,
+        static_kv: bool,
+    ) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+        """Prepend (or, for static keys, reuse) the cached keys/values and store the result."""
+        saved = self._get_input_buffer(incremental_state)
+        heads, head_dim = self.num_heads, self.head_dim
+        if saved.get("prev_key") is not None:
+            prev_k = saved["prev_key"].view(bsz * heads, -1, head_dim)
+            prev_v = saved["prev_value"].view(bsz * heads, -1, head_dim)
+            if static_kv:
+                k, v = prev_k, prev_v
+            else:
+                k = torch.cat([prev_k, k], dim=1)
+                v = torch.cat([prev_v, v], dim=1)
+        assert k is not None and v is not None
+        key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
+            key_padding_mask, saved.get("prev_key_padding_mask"), bsz, k.size(1), static_kv
+        )
+        saved["prev_key"] = k.view(bsz, heads, -1, head_dim)
+        saved["prev_value"] = v.view(bsz, heads, -1, head_dim)
+        saved["prev_key_padding_mask"] = key_padding_mask
+        self._set_input_buffer(incremental_state, saved)
+        return k, v, key_padding_mask
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor],
+        value: Optional[Tensor],
+        key_padding_mask: Optional[Tensor] = None,
+        incremental_state: Optional[IncrementalState] = None,
+        need_weights: bool = True,
+        static_kv: bool = False,
+        attn_mask: Optional[Tensor] = None,
+        before_softmax: bool = False,
+        need_head_weights: bool = False,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        if need_head_weights:
+            need_weights = True
+        tgt_len, bsz, embed_dim = query.size()
+        heads = self.num_heads
+        q = self._split_heads(self.q_proj(query), bsz)
+        reuse_static = (
+            incremental_state is not None
+            and static_kv
+            and self._get_input_buffer(incremental_state).get("prev_key") is not None
+        )
+        k: Optional[Tensor] = None
+        v: Optional[Tensor] = None
+        if not reuse_static:
+            assert key is not None and value is not None
+            k = self._split_heads(self.k_proj(key), bsz)
+            v = self._split_heads(self.v_proj(value), bsz)
+        if incremental_state is not None:
+            k, v, key_padding_mask = self._cached_keys_values(
+                incremental_state, k, v, key_padding_mask, bsz, static_kv
+            )
+        assert k is not None and v is not None
+        src_len = k.size(1)
+
+        logits = self._logits(q, k)
+        if attn_mask is not None:
+            logits = logits + attn_mask.unsqueeze(0)
+        if key_padding_mask is not None:
+            logits = logits.view(bsz, heads, tgt_len, src_len).masked_fill(
+                key_padding_mask[:, None, None, :].to(torch.bool), float("-inf")
+            )
+            logits = logits.view(bsz * heads, tgt_len, src_len)
+        if before_softmax:
+            return logits, v
+        probs = utils.softmax(logits, dim=-1).type_as(logits)
+        if self.recorded is not None:
+            self._record(probs, logits, key_padding_mask, incremental_state, bsz)
+        out = torch.bmm(self.dropout_module(probs), v)
+        out = self.out_proj(out.transpose(0, 1).contiguous().view(tgt_len, bsz, embed_dim))
+        weights: Optional[Tensor] = None
+        if need_weights:
+            weights = probs.view(bsz, heads, tgt_len, src_len).transpose(1, 0)
+            if not need_head_weights:
+                weights = weights.mean(dim=0)
+        return out, weights
+
+    def _record(
+        self,
+        probs: Tensor,
+        logits: Tensor,
+        key_padding_mask: Optional[Tensor],
+        incremental_state: Optional[IncrementalState],
+        bsz: int,
+    ) -> None:
+        assert self.recorded is not None
+        tgt_len, src_len = probs.shape[1:]
+        shape = (bsz, self.num_heads, tgt_len, src_len)
+        queries_are_keys = self.self_attention and incremental_state is None and tgt_len == src_len
+        self.recorded.append(
+            AttentionRecord(
+                probs=probs.view(shape),
+                query_padding_mask=key_padding_mask if queries_are_keys else None,
+                available_keys=torch.isfinite(logits.detach()).view(shape).sum(dim=-1),
+            )
+        )

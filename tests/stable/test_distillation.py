@@ -1,0 +1,198 @@
+"""Trajectory distillation in process: teacher handling, losses, freezing, curriculum, bad input."""
+import argparse
+
+import pytest
+import torch
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+from ode_seq.distillation import interface_parameters, load_teacher
+from tests.conftest import TINY, TinyTask, build_model, random_batch
+from user_dir.criterions.trajectory_distillation import TrajectoryDistillationCriterion
+
+STUDENT = dict(encoder_ode_steps=4, decoder_ode_steps=4)
+
+
+def save_teacher(path, task, seed=0, **overrides):
+    """A tiny fairseq transformer (pre-norm unless overridden) saved as fairseq does."""
+    options = dict(encoder_normalize_before=True, decoder_normalize_before=True, dropout=0.0)
+    args = argparse.Namespace(**{**TINY, **options, **overrides, "arch": "transformer"})
+    ARCH_CONFIG_REGISTRY["transformer"](args)
+    torch.manual_seed(seed)
+    model = ARCH_MODEL_REGISTRY["transformer"].build_model(args, task)
+    torch.save({"cfg": {"model": args}, "model": model.state_dict()}, path)
+    return model
+
+
+def sample_for(task, lengths, seed=0):
+    src, src_lengths, prev = random_batch(task, lengths, seed=seed)
+    pad, eos = task.target_dictionary.pad(), task.target_dictionary.eos()
+    target = torch.full_like(prev, pad)
+    for i, n in enumerate(lengths):
+        target[i, :n] = prev[i, 1 : n + 1]
+        target[i, n] = eos
+    net_input = {"src_tokens": src, "src_lengths": src_lengths, "prev_output_tokens": prev}
+    return {"net_input": net_input, "target": target, "ntokens": int(target.ne(pad).sum())}
+
+
+def criterion_for(task, path, **options):
+    return TrajectoryDistillationCriterion(task, False, 0.1, teacher_path=str(path), **options)
+
+
+@pytest.fixture
+def teacher_path(tmp_path):
+    path = tmp_path / "teacher.pt"
+    save_teacher(path, TinyTask())
+    return path
+
+
+def test_criterion_keeps_the_teacher_frozen_and_outside_its_state(teacher_path):
+    criterion = criterion_for(TinyTask(), teacher_path)
+    assert list(criterion.parameters()) == [] and criterion.state_dict() == {}
+    assert all(not p.requires_grad for p in criterion.teacher.parameters())
+    criterion.train()
+    assert not criterion.teacher.training
+
+
+def test_distillation_steps_lower_the_trajectory_loss_and_leave_the_teacher_unchanged(teacher_path):
+    task = TinyTask()
+    student = build_model(
+        "stable_ode_transformer_small", task, init_from_teacher=str(teacher_path), dropout=0.0, **STUDENT
+    ).train()
+    # The curriculum's first phase: trajectory (and JaSMin) only, interface frozen at first.
+    criterion = criterion_for(
+        task, teacher_path, freeze_interface_updates=3, ce_start_update=100
+    ).train()
+    before = {n: p.clone() for n, p in criterion.teacher.named_parameters()}
+    optimizer = torch.optim.Adam([p for p in student.parameters()], lr=3e-3)
+    sample = sample_for(task, [6, 4, 7, 5])
+    trajectory = []
+    for update in range(10):
+        student.set_num_updates(update)
+        optimizer.zero_grad()
+        loss, sample_size, log = criterion(student, sample)
+        loss.backward()
+        optimizer.step()
+        trajectory.append(log["trajectory"].item() / sample_size)
+    assert trajectory[-1] < 0.5 * trajectory[0]
+    for name, p in criterion.teacher.named_parameters():
+        assert torch.equal(p, before[name]) and p.grad is None, name
+    assert not any("teacher" in key for key in student.state_dict())
+
+
+def test_interface_stays_frozen_for_the_first_updates(teacher_path):
+    task = TinyTask()
+    student = build_model(
+        "stable_ode_transformer_small", task, init_from_teacher=str(teacher_path), **STUDENT
+    ).train()
+    criterion = criterion_for(task, teacher_path, freeze_interface_updates=2).train()
+    sample = sample_for(task, [5, 3])
+    interface = {id(p) for p in interface_parameters(student)}
+    for update, frozen in ((1, True), (2, False)):
+        student.set_num_updates(update)
+        student.zero_grad(set_to_none=True)
+        criterion(student, sample)[0].backward()
+        for p in student.parameters():
+            expect_grad = not (frozen and id(p) in interface)
+            assert (p.grad is not None) == expect_grad
+
+
+def test_student_interface_is_copied_from_the_teacher_once(teacher_path):
+    task = TinyTask()
+    teacher = load_teacher(str(teacher_path), task)
+    student = build_model("stable_ode_transformer_small", task, init_from_teacher=str(teacher_path))
+    for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight",
+                 "encoder.layer_norm.weight", "decoder.layer_norm.bias",
+                 "decoder.output_projection.weight"):
+        assert torch.equal(student.state_dict()[name], teacher.state_dict()[name]), name
+    teacher_path.unlink()  # loading a trained student (args say: done) never needs the teacher
+    build_model("stable_ode_transformer_small", task, init_from_teacher=str(teacher_path),
+                initialised_from_teacher=True)
+
+
+def test_cross_entropy_joins_after_its_start_update(teacher_path):
+    task = TinyTask()
+    student = build_model("stable_ode_transformer_small", task, **STUDENT).train()
+    criterion = criterion_for(task, teacher_path, ce_start_update=3, ce_warmup_updates=2)
+    sample = sample_for(task, [5, 6])
+    for update, weight in ((2, 0.0), (3, 0.5), (4, 1.0)):
+        student.set_num_updates(update)
+        torch.manual_seed(0)
+        loss, n, log = criterion(student, sample)
+        auxiliary = (log["trajectory"] + log["jasmin"]).item()
+        assert log["ce_weight"] / n == weight
+        if weight == 0.0:
+            assert loss.item() == pytest.approx(auxiliary, rel=1e-5)
+        else:
+            assert loss.item() > auxiliary
+
+
+def test_missing_teacher_path_is_a_clear_error(tmp_path):
+    task = TinyTask()
+    with pytest.raises(ValueError, match="pass --teacher-path"):
+        TrajectoryDistillationCriterion(task, False, 0.1)
+    with pytest.raises(FileNotFoundError, match="teacher checkpoint .*missing.pt does not exist"):
+        criterion_for(task, tmp_path / "missing.pt")
+
+
+def test_post_norm_teacher_is_refused(tmp_path):
+    path = tmp_path / "post_norm.pt"
+    save_teacher(path, TinyTask(), encoder_normalize_before=False, decoder_normalize_before=False)
+    with pytest.raises(ValueError, match="post-norm Transformer .*not states of one ODE trajectory"):
+        criterion_for(TinyTask(), path)
+
+
+def test_teacher_of_another_width_is_refused(tmp_path):
+    task = TinyTask()
+    path = tmp_path / "wide.pt"
+    save_teacher(path, task, encoder_embed_dim=48, decoder_embed_dim=48)
+    message = "model dimension 48 in the encoder but the student has 32"
+    with pytest.raises(ValueError, match=message):
+        build_model("stable_ode_transformer_small", task, init_from_teacher=str(path))
+    criterion = criterion_for(task, path)
+    student = build_model("stable_ode_transformer_small", task, **STUDENT)
+    with pytest.raises(ValueError, match=message):
+        criterion(student, sample_for(task, [4, 3]))
+
+
+def test_teacher_of_another_dictionary_is_refused(tmp_path):
+    path = tmp_path / "other_vocab.pt"
+    save_teacher(path, TinyTask(vocab=40))
+    with pytest.raises(ValueError, match="vocabulary of 44 entries but the data's dictionary has 34"):
+        criterion_for(TinyTask(), path)
+
+
+def test_student_must_be_stable_and_have_a_step_per_teacher_layer(teacher_path):
+    task = TinyTask()
+    criterion = criterion_for(task, teacher_path)
+    plain = build_model("ode_transformer_euler_small", task)
+    with pytest.raises(ValueError, match="needs a stable_ode_transformer student"):
+        criterion(plain, sample_for(task, [4]))
+    coarse = build_model("stable_ode_transformer_small", task, encoder_layers=1, decoder_layers=1)
+    with pytest.raises(ValueError, match="1 solver steps but the teacher has 2 layers"):
+        criterion_for(task, teacher_path)(coarse, sample_for(task, [4]))
+
+
+def test_student_initialised_from_another_teacher_is_refused(tmp_path, teacher_path):
+    task = TinyTask()
+    other = tmp_path / "other.pt"
+    save_teacher(other, task, seed=1)
+    student = build_model("stable_ode_transformer_small", task, init_from_teacher=str(other), **STUDENT)
+    with pytest.raises(ValueError, match="initialised from .*other.pt but --teacher-path is"):
+        criterion_for(task, teacher_path)(student, sample_for(task, [4]))
+
+
+def test_stage_checkpointing_leaves_distillation_gradients_unchanged(teacher_path):
+    task = TinyTask()
+    sample = sample_for(task, [6, 4, 7])
+    grads = []
+    for options in ({}, {"ode_checkpoint_stages": True}):
+        student = build_model(
+            "stable_ode_transformer_small", task, dropout=0.0, attention_dropout=0.0,
+            activation_dropout=0.0, encoder_ode_method="rk4", decoder_ode_method="heun",
+            encoder_ode_steps=2, decoder_ode_steps=2, **options,
+        ).train()
+        criterion_for(task, teacher_path)(student, sample)[0].backward()
+        grads.append({n: p.grad for n, p in student.named_parameters()})
+    assert grads[0].keys() == grads[1].keys()
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, atol=1e-5, rtol=1e-4, msg=name)

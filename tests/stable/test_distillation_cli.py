@@ -1,0 +1,89 @@
+"""Distillation through fairseq's CLIs: teacher → student (a few updates) → decode without teacher."""
+import hashlib
+import os
+import re
+import subprocess
+
+import pytest
+
+from ode_seq.checkpoint_safety import load_checkpoint
+from tests.e2e.cli import ROOT, TINY_MODEL, run
+from tests.e2e.test_fairseq_cli import TRAIN, _write_corpus
+
+UPDATES = 12
+
+
+@pytest.fixture(scope="module")
+def distilled(tmp_path_factory):
+    """(data-bin, teacher checkpoint, student save dir, distillation log, teacher digest before)."""
+    root = tmp_path_factory.mktemp("distil")
+    _write_corpus(root)
+    data_bin = root / "bin"
+    run("fairseq-preprocess", [
+        "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary", "--workers", "1",
+        "--trainpref", str(root / "train"), "--validpref", str(root / "valid"),
+        "--destdir", str(data_bin),
+    ])
+    teacher_dir = root / "teacher"
+    run("fairseq-train", [
+        str(data_bin), "--arch", "transformer", *TINY_MODEL, "--encoder-normalize-before",
+        "--decoder-normalize-before", *TRAIN, "--max-update", "10", "--no-epoch-checkpoints",
+        "--disable-validation", "--save-dir", str(teacher_dir),
+    ])
+    teacher = teacher_dir / "checkpoint_last.pt"
+    digest = hashlib.sha256(teacher.read_bytes()).hexdigest()
+    student_dir = root / "student"
+    out = run("fairseq-train", [
+        str(data_bin), "--arch", "stable_ode_transformer_small", *TINY_MODEL,
+        "--encoder-ode-steps", "4", "--decoder-ode-steps", "4", *TRAIN,
+        "--criterion", "ode_trajectory_distillation", "--teacher-path", str(teacher),
+        "--init-from-teacher", str(teacher), "--ce-start-update", "100",
+        "--max-update", str(UPDATES), "--log-interval", "1", "--no-epoch-checkpoints",
+        "--disable-validation", "--save-dir", str(student_dir),
+    ])
+    return data_bin, teacher, student_dir, out.stdout + out.stderr, digest
+
+
+def test_distillation_lowers_the_trajectory_loss_through_fairseq_train(distilled):
+    log = distilled[3]
+    losses = [float(x) for x in re.findall(r"train_inner .*?trajectory=([\d.]+)", log)]
+    assert len(losses) == UPDATES
+    assert max(losses[-3:]) < 0.8 * losses[0]
+
+
+def test_teacher_checkpoint_is_untouched_and_not_saved_with_the_student(distilled):
+    _, teacher, student_dir, _, digest = distilled
+    assert hashlib.sha256(teacher.read_bytes()).hexdigest() == digest
+    state = load_checkpoint(str(student_dir / "checkpoint_last.pt"))
+    assert state["criterion"] is None
+    assert not any(key.startswith("teacher") for key in state["model"])
+    assert state["cfg"]["model"].initialised_from_teacher is True
+
+
+def test_student_decodes_with_fairseq_generate_without_the_teacher(distilled):
+    data_bin, teacher, student_dir, _, _ = distilled
+    teacher.rename(teacher.with_suffix(".moved"))
+    try:
+        out = run("fairseq-generate", [
+            str(data_bin), "--user-dir", "user_dir", "--path", str(student_dir / "checkpoint_last.pt"),
+            "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid",
+        ])
+    finally:
+        teacher.with_suffix(".moved").rename(teacher)
+    assert len(re.findall(r"^H-\d+\t", out.stdout, re.M)) == 30
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--steps", "2", "--layers", "3"], "--steps 2 < --layers 3"),
+    (["--attention-kernel", "cosine"], "--attention-kernel must be dot or l2"),
+    (["--control-times", "geometric"], "--control-times must be uniform or distance"),
+    (["--heads"], "option --heads needs a value"),
+])
+def test_example_script_refuses_bad_options_before_doing_anything(tmp_path, options, message):
+    script = os.path.join(ROOT, "examples", "distillation", "run.sh")
+    result = subprocess.run(
+        ["bash", script, "--work-dir", str(tmp_path / "work"), *options],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 1 and message in result.stderr
+    assert not (tmp_path / "work").exists()
