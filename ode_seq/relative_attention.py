@@ -14,6 +14,8 @@ from fairseq import utils
 from fairseq.modules.multihead_attention import MultiheadAttention
 from torch import Tensor, nn
 
+from .attention_heads import attend, masked_logits
+
 
 class RelativePositionSelfAttention(MultiheadAttention):
     """fairseq's self-attention (same projections and cache format) plus relative keys."""
@@ -52,7 +54,7 @@ class RelativePositionSelfAttention(MultiheadAttention):
     ) -> Tuple[Tensor, Optional[Tensor]]:
         if need_head_weights:
             need_weights = True
-        tgt_len, bsz, embed_dim = query.size()
+        bsz = query.size(1)
         heads, head_dim = self.num_heads, self.head_dim
 
         def split_heads(x: Tensor) -> Tensor:
@@ -77,21 +79,8 @@ class RelativePositionSelfAttention(MultiheadAttention):
         src_len = k.size(1)
 
         logits = torch.bmm(q, k.transpose(1, 2)) + self._relative_logits(q, src_len)
-        if attn_mask is not None:
-            logits = logits + attn_mask.unsqueeze(0)
-        if key_padding_mask is not None:
-            logits = logits.view(bsz, heads, tgt_len, src_len).masked_fill(
-                key_padding_mask[:, None, None, :].to(torch.bool), float("-inf")
-            )
-            logits = logits.view(bsz * heads, tgt_len, src_len)
+        logits = masked_logits(logits, attn_mask, key_padding_mask, bsz)
         if before_softmax:
             return logits, v
         probs = utils.softmax(logits, dim=-1).type_as(logits)
-        out = torch.bmm(self.dropout_module(probs), v)
-        out = self.out_proj(out.transpose(0, 1).contiguous().view(tgt_len, bsz, embed_dim))
-        weights: Optional[Tensor] = None
-        if need_weights:
-            weights = probs.view(bsz, heads, tgt_len, src_len).transpose(1, 0)
-            if not need_head_weights:
-                weights = weights.mean(dim=0)
-        return out, weights
+        return attend(self, probs, v, bsz, need_weights, need_head_weights)

@@ -20,6 +20,8 @@ from fairseq import utils
 from fairseq.modules.multihead_attention import MultiheadAttention
 from torch import Tensor
 
+from ..attention_heads import attend, masked_logits
+
 ATTENTION_KERNELS = ("dot", "l2")
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -122,8 +124,7 @@ class StableMultiheadAttention(MultiheadAttention):
     ) -> Tuple[Tensor, Optional[Tensor]]:
         if need_head_weights:
             need_weights = True
-        tgt_len, bsz, embed_dim = query.size()
-        heads = self.num_heads
+        bsz = query.size(1)
         q = self._split_heads(self.q_proj(query), bsz)
         reuse_static = (
             incremental_state is not None
@@ -141,29 +142,13 @@ class StableMultiheadAttention(MultiheadAttention):
                 incremental_state, k, v, key_padding_mask, bsz, static_kv
             )
         assert k is not None and v is not None
-        src_len = k.size(1)
-
-        logits = self._logits(q, k)
-        if attn_mask is not None:
-            logits = logits + attn_mask.unsqueeze(0)
-        if key_padding_mask is not None:
-            logits = logits.view(bsz, heads, tgt_len, src_len).masked_fill(
-                key_padding_mask[:, None, None, :].to(torch.bool), float("-inf")
-            )
-            logits = logits.view(bsz * heads, tgt_len, src_len)
+        logits = masked_logits(self._logits(q, k), attn_mask, key_padding_mask, bsz)
         if before_softmax:
             return logits, v
         probs = utils.softmax(logits, dim=-1).type_as(logits)
         if self.recorded is not None:
             self._record(probs, logits, key_padding_mask, incremental_state, bsz)
-        out = torch.bmm(self.dropout_module(probs), v)
-        out = self.out_proj(out.transpose(0, 1).contiguous().view(tgt_len, bsz, embed_dim))
-        weights: Optional[Tensor] = None
-        if need_weights:
-            weights = probs.view(bsz, heads, tgt_len, src_len).transpose(1, 0)
-            if not need_head_weights:
-                weights = weights.mean(dim=0)
-        return out, weights
+        return attend(self, probs, v, bsz, need_weights, need_head_weights)
 
     def _record(
         self,
