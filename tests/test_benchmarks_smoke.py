@@ -1,11 +1,18 @@
 """The benchmark command in its tiny --smoke mode, and its CPU peak-memory measurement."""
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 import torch
 
 from benchmarks.measure import median_ratio, peak_extra_bytes
 from tests.e2e.cli import run
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 EXPECTED_ROWS = {
     ("training", "euler 2-2 / transformer 2-2"): 2,
@@ -72,3 +79,13 @@ def test_cpu_peak_memory_is_not_lowered_by_freeing_blocks_of_an_earlier_measurem
 
 def test_median_ratio_pairs_rounds_before_taking_the_median():
     assert median_ratio([2.0, 4.0, 100.0], [1.0, 2.0, 10.0]) == 2.0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the script would run")
+def test_gpu_script_refuses_a_machine_without_cuda_and_writes_nothing(tmp_path):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(["bash", str(REPO_ROOT / "benchmarks" / "gpu.sh"), "--out-dir",
+                             str(tmp_path / "out")], capture_output=True, text=True, env=env)
+    assert result.returncode != 0
+    assert "sees no CUDA device" in result.stderr and "python -m benchmarks.run" in result.stderr
+    assert not (tmp_path / "out").exists()

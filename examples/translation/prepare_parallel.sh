@@ -56,6 +56,10 @@ done
 [[ "$SUBWORD" == bpe || "$SUBWORD" == sentencepiece ]] || die "--subword must be bpe or sentencepiece"
 [[ -z "$BPE_CODES" || "$SUBWORD" == bpe ]] || die "--bpe-codes needs --subword bpe"
 [[ -z "$BPE_CODES" || -s "$BPE_CODES" ]] || die "BPE codes file $BPE_CODES is missing or empty"
+# Absolute paths, so that the recorded settings do not depend on the directory the script ran from.
+TRAIN="$(realpath -m -- "$TRAIN")" VALID="$(realpath -m -- "$VALID")" TEST="$(realpath -m -- "$TEST")"
+WORK_DIR="$(realpath -m -- "$WORK_DIR")"
+[[ -z "$BPE_CODES" ]] || BPE_CODES="$(realpath -m -- "$BPE_CODES")"
 for n in "$VOCAB_SIZE" "$MAX_LEN" "$WORKERS"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "a positive whole number was expected, got '$n'"
 done

@@ -125,6 +125,14 @@ def test_a_work_dir_refuses_other_settings(demo):
     assert "was prepared with other settings" in result.stderr
 
 
+def test_a_work_dir_named_by_a_relative_path_is_the_same_work_dir(demo):
+    relative = os.path.relpath(demo[0], REPO_ROOT)
+    prepare_args = DEMO_ARGS[2:DEMO_ARGS.index("--minutes")]
+    result = run_script("prepare_bible.sh", "--work-dir", relative, *prepare_args)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "skip binarisation" in result.stderr
+
+
 def write_pair(prefix: Path, src_lines, tgt_lines) -> None:
     for lang, lines in (("en", src_lines), ("es", tgt_lines)):
         data = lines if isinstance(lines, bytes) else "".join(f"{line}\n" for line in lines).encode()

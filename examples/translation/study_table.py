@@ -1,0 +1,124 @@
+"""Summarise the runs of quality_study.sh as a Markdown table: per configuration, parameters,
+encoder layer evaluations (layers × stages of the encoder's method, read from the logged model
+configuration), sacreBLEU (13a) mean ± sample standard deviation over seeds, each seed's score.
+
+A run is RUNS_DIR/CONFIG/seedS with fairseq-train's train.log and eval-test/scores.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from ode_seq.tableaus import get_tableau
+
+PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
+TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")
+LAST_UPDATE = re.compile(r"num_updates[ =](\d+)")
+ENCODER_LAYERS = re.compile(r"\bencoder_layers=(\d+)")
+ENCODER_METHOD = re.compile(r"\bencoder_ode_method='(\w+)'")
+DESCRIPTION = {
+    "residual_6_6": "residual (Euler) 6-6",
+    "rk2_learned_6_6": "RK2, learned coefficients, 6-6",
+    "rk4_6_6": "RK4 6-6",
+    "residual_24_6": "residual 24-6 (same compute as RK4 6-6)",
+}
+
+
+@dataclass
+class Run:
+    seed: int
+    parameters: int
+    encoder_layer_evaluations: int
+    updates: int
+    training_minutes: float
+    bleu_13a: float
+    bleu_tokenised: float
+    signature: str
+
+
+def read_run(run_dir: Path) -> Optional[Run]:
+    """The finished run in ``run_dir``, or None when it has no scores yet."""
+    scores_file = run_dir / "eval-test" / "scores.json"
+    if not scores_file.is_file():
+        return None
+    log = (run_dir / "train.log").read_text(encoding="utf-8")
+    params = PARAMS.search(log)
+    seconds = TRAINING_SECONDS.findall(log)
+    updates = LAST_UPDATE.findall(log)
+    layers, method = ENCODER_LAYERS.search(log), ENCODER_METHOD.search(log)
+    if params is None or not seconds or not updates or layers is None or method is None:
+        raise ValueError(f"{run_dir}/train.log lacks the model configuration, the parameter count, the "
+                         "final update or the 'done training' line: the run did not finish; delete "
+                         "its eval-test and rerun")
+    scores = json.loads(scores_file.read_text(encoding="utf-8"))
+    return Run(
+        seed=int(run_dir.name.removeprefix("seed")),
+        parameters=int(params.group(1).replace(",", "")),
+        encoder_layer_evaluations=int(layers.group(1)) * get_tableau(method.group(1)).stages,
+        updates=int(updates[-1]),
+        training_minutes=float(seconds[-1]) / 60,
+        bleu_13a=scores["sacrebleu"]["13a"]["score"],
+        bleu_tokenised=scores["tokenised_compound_split"]["score"],
+        signature=scores["sacrebleu"]["13a"]["signature"],
+    )
+
+
+def mean_sd(values: Sequence[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.2f} (1 seed)"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def table(runs_dir: Path, configs: Sequence[str], recipe: str) -> str:
+    lines = [
+        f"Recipe: {recipe}",
+        "",
+        "| configuration | parameters | encoder layer evaluations | seeds | updates | sacreBLEU 13a, mean ± sd "
+        "| per seed | tokenised BLEU, mean ± sd | training minutes per run (1 thread) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    signatures = set()
+    for config in configs:
+        runs: List[Run] = sorted(
+            (run for run in map(read_run, sorted(runs_dir.glob(f"{config}/seed*"))) if run),
+            key=lambda run: run.seed)
+        if not runs:
+            lines.append(f"| {DESCRIPTION[config]} | | | 0 | | no finished runs | | | |")
+            continue
+        signatures.update(run.signature for run in runs)
+        per_seed = ", ".join(f"{run.bleu_13a:.2f} (seed {run.seed})" for run in runs)
+        lines.append(
+            f"| {DESCRIPTION[config]} | {runs[0].parameters:,} | {runs[0].encoder_layer_evaluations} "
+            f"| {len(runs)} "
+            f"| {'/'.join(sorted({str(run.updates) for run in runs}))} "
+            f"| {mean_sd([run.bleu_13a for run in runs])} | {per_seed} "
+            f"| {mean_sd([run.bleu_tokenised for run in runs])} "
+            f"| {statistics.mean(run.training_minutes for run in runs):.1f} |")
+    lines += ["", "sacreBLEU signature: " + "; ".join(sorted(signatures) or ["none"])]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs-dir", type=Path, required=True)
+    parser.add_argument("--configs", nargs="+", choices=sorted(DESCRIPTION), default=list(DESCRIPTION))
+    parser.add_argument("--recipe", default="", help="a line describing the training recipe")
+    args = parser.parse_args(argv)
+    if not args.runs_dir.is_dir():
+        parser.error(f"--runs-dir {args.runs_dir} does not exist; run quality_study.sh first")
+    try:
+        sys.stdout.write(table(args.runs_dir, args.configs, args.recipe))
+    except (ValueError, KeyError, json.JSONDecodeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

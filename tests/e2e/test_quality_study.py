@@ -1,0 +1,120 @@
+"""quality_study.sh end to end on a slice of the Bible corpus: tiny residual and RK4 models, two
+seeds each, trained, averaged, decoded and scored, then summarised as mean ± sd per configuration.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_translation_pipeline import run_script
+
+STUDY_TABLE = Path(__file__).resolve().parents[2] / "examples" / "translation" / "study_table.py"
+TINY_STUDY = [
+    "--configs", "residual_6_6 rk4_6_6", "--seeds", "1 2", "--max-update", "10",
+    "--save-interval-updates", "2", "--max-tokens", "600", "--embed-dim", "32", "--jobs", "2",
+    "--train-pairs", "200", "--valid-pairs", "16", "--test-pairs", "16", "--vocab-size", "250",
+    "--workers", "1",
+]
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> tuple[Path, str]:
+    work = tmp_path_factory.mktemp("quality-study")
+    result = run_script("quality_study.sh", "--work-dir", str(work), *TINY_STUDY)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return work, result.stdout
+
+
+def table_rows(text: str) -> dict[str, list[str]]:
+    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ")]
+    return {cells[0].strip(): [cell.strip() for cell in cells[1:]] for cells in rows[1:]}
+
+
+def test_table_reports_mean_and_sd_of_each_configurations_seeds(study):
+    work, stdout = study
+    rows = table_rows(stdout)
+    assert set(rows) == {"residual (Euler) 6-6", "RK4 6-6"}
+    for name, config in (("residual (Euler) 6-6", "residual_6_6"), ("RK4 6-6", "rk4_6_6")):
+        scores = [json.loads((work / "runs" / config / f"seed{seed}" / "eval-test" / "scores.json")
+                             .read_text())["sacrebleu"]["13a"]["score"] for seed in (1, 2)]
+        assert rows[name][2:4] == ["2", "10"]
+        assert rows[name][4] == f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}"
+        assert rows[name][5] == f"{scores[0]:.2f} (seed 1), {scores[1]:.2f} (seed 2)"
+    assert "sacreBLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in stdout
+    assert (work / "results.md").read_text() == stdout
+
+
+def test_rk4_has_the_residual_models_parameters_and_four_times_its_encoder_evaluations(study):
+    rows = table_rows(study[1])
+    assert rows["RK4 6-6"][0] == rows["residual (Euler) 6-6"][0]
+    assert (rows["residual (Euler) 6-6"][1], rows["RK4 6-6"][1]) == ("6", "24")
+
+
+def test_seeds_give_different_models(study):
+    work = study[0]
+    logs = [(work / "runs" / "rk4_6_6" / f"seed{seed}" / "train.log").read_text() for seed in (1, 2)]
+    assert "seed=1," in logs[0] and "seed=2," in logs[1]
+    losses = [re.findall(r"\| loss ([\d.]+)", log) for log in logs]
+    assert losses[0] and losses[1] and losses[0] != losses[1]
+
+
+def load_study_table():
+    spec = importlib.util.spec_from_file_location("study_table", STUDY_TABLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["study_table"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_run(runs_dir: Path, config: str, seed: int, bleu: float, method: str = "rk4") -> None:
+    run_dir = runs_dir / config / f"seed{seed}"
+    (run_dir / "eval-test").mkdir(parents=True)
+    (run_dir / "train.log").write_text(
+        f"Namespace(encoder_layers=6, encoder_ode_method='{method}', seed={seed})\n"
+        "num. shared model params: 1,234 (num. trained: 1,234)\n"
+        "| train | epoch 002 | loss 5.0 | num_updates 800 | lr 0.001\n"
+        "done training in 600.0 seconds\n")
+    sacrebleu = {"score": bleu, "signature": "nrefs:1|tok:13a"}
+    (run_dir / "eval-test" / "scores.json").write_text(json.dumps(
+        {"tokenised_compound_split": {"score": bleu + 1}, "sacrebleu": {"13a": sacrebleu}}))
+
+
+def test_table_arithmetic_on_known_scores(tmp_path):
+    table = load_study_table().table
+    for seed, bleu in ((1, 10.0), (2, 12.0), (3, 17.0)):
+        fake_run(tmp_path, "rk4_6_6", seed, bleu)
+    (tmp_path / "rk4_6_6" / "seed4").mkdir()
+    rows = table_rows(table(tmp_path, ["rk4_6_6", "residual_6_6"], "recipe"))
+    assert rows["RK4 6-6"] == [
+        "1,234", "24", "3", "800", "13.00 ± 3.61", "10.00 (seed 1), 12.00 (seed 2), 17.00 (seed 3)",
+        "14.00 ± 3.61", "10.0"]
+    assert rows["residual (Euler) 6-6"][4] == "no finished runs"
+
+
+def test_rerun_reuses_every_run(study):
+    work, first = study
+    again = run_script("quality_study.sh", "--work-dir", str(work), *TINY_STUDY)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert again.stderr.count("skip scoring") == 4
+    for train_output in (work / "runs").glob("*/seed*/train.stdout"):
+        assert "skip training" in train_output.read_text()
+    assert again.stdout == first
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--configs", "rk8_6_6"], "unknown configuration 'rk8_6_6'"),
+    (["--max-update", "40"], "--max-update 40 saves fewer than the 5 checkpoints"),
+    (["--seeds", "one"], "got 'one'"),
+    (["--embed-dim", "100"], "--embed-dim must be a multiple of 32"),
+])
+def test_bad_options_fail_before_any_work(tmp_path, args, message):
+    result = run_script("quality_study.sh", "--work-dir", str(tmp_path / "work"), *args)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not (tmp_path / "work").exists()
