@@ -36,6 +36,7 @@ mkdir -p "$OUT_DIR"
 cd "$REPO_ROOT"
 python -m benchmarks.run --device cuda --dtype bfloat16 --clock wall --threads 4 \
   --embed-dim 512 --layers 6 --batch-tokens 8192 --gen-sentences 64 --step-sentences 64 \
+  --sections training rk-overhead generation decoder-step compile \
   --rounds 5 --warmup 2 --json "$OUT_DIR/benchmarks-gpu.json.tmp" "${EXTRA[@]}" \
   > "$OUT_DIR/benchmarks-gpu.md.tmp" \
   || { rm -f "$OUT_DIR"/benchmarks-gpu.*.tmp; echo "error: the GPU benchmark failed (messages above)" >&2; exit 1; }

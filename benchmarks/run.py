@@ -2,7 +2,8 @@
 
 Sections (``--sections``): training (throughput and peak memory of L-L models, per-stage
 checkpointing), rk-overhead (RK-n encoder of L blocks vs n·L layers), generation (beam search
-sentences/s), decoder-step (one incremental step of one layer, at two prefix lengths).
+sentences/s), decoder-step (one incremental step of one layer, at two prefix lengths), and the
+opt-in compile (torch.compile'd RK4 blocks vs eager).
 Progress goes to stderr; the table and notes to stdout; ``--json FILE`` also saves the rows.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ if __package__ in (None, ""):
 
 import torch  # noqa: E402
 
+from benchmarks.compiled_blocks import run_compiled_blocks  # noqa: E402
 from benchmarks.context import RunContext  # noqa: E402
 from benchmarks.data import build_dictionary  # noqa: E402
 from benchmarks.decoder_step import run_decoder_step  # noqa: E402
@@ -33,6 +35,7 @@ SECTION_RUNNERS: Dict[str, Callable[[RunContext], List[Row]]] = {
     "rk-overhead": run_rk_overhead,
     "generation": run_generation,
     "decoder-step": run_decoder_step,
+    "compile": run_compiled_blocks,
 }
 
 

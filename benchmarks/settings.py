@@ -8,7 +8,8 @@ from typing import List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS_DIR = os.path.join(ROOT, "examples", "translation", "data")
-SECTIONS = ("training", "rk-overhead", "generation", "decoder-step")
+DEFAULT_SECTIONS = ("training", "rk-overhead", "generation", "decoder-step")
+SECTIONS = DEFAULT_SECTIONS + ("compile",)
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Settings:
     clock: str = "wall"
     seed: int = 0
     data_dir: str = CORPUS_DIR
-    sections: Tuple[str, ...] = SECTIONS
+    sections: Tuple[str, ...] = DEFAULT_SECTIONS
 
     @property
     def ffn_dim(self) -> int:
@@ -88,7 +89,7 @@ def parse_settings(argv: Optional[Sequence[str]] = None) -> Tuple[Settings, argp
     parser.add_argument("--step-prefixes", type=int, nargs=2, metavar=("SHORT", "LONG"),
                         help=f"decoder-step prefix lengths (default: {defaults.step_prefixes})")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS,
-                        help="sections to run (default: all)")
+                        help="sections to run (default: all but compile)")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
     args = parser.parse_args(argv)
 

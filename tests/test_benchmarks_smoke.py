@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,16 @@ def test_gpu_script_refuses_a_machine_without_cuda_and_writes_nothing(tmp_path):
     assert result.returncode != 0
     assert "sees no CUDA device" in result.stderr and "python -m benchmarks.run" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                    reason="torch.compile on CPU needs a C compiler")
+def test_compile_section_compares_compiled_and_eager_rk4_blocks(tmp_path):
+    out = tmp_path / "rows.json"
+    run("python", ["-m", "benchmarks.run", "--smoke", "--sections", "compile", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["section"], r["comparison"], r["metric"]) for r in rows] == [
+        ("compile", "rk4 encoder 1 blocks, torch.compile / eager", "source tokens/s (fwd+bwd)"),
+        ("compile", "rk4 encoder 1 blocks, torch.compile / eager", "source tokens/s (eval forward)"),
+    ]
+    assert all(math.isfinite(r["ratio"]) and r["ratio"] > 0 for r in rows)
