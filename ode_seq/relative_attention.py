@@ -7,14 +7,15 @@ formula serves full sequences and incremental decoding with a key/value cache.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from fairseq import utils
 from fairseq.modules.multihead_attention import MultiheadAttention
 from torch import Tensor, nn
 
-from .attention_heads import attend, masked_logits
+from .attention_heads import attend, cached_keys_values, masked_logits
+from .stage_state import IncrementalState
 
 
 class RelativePositionSelfAttention(MultiheadAttention):
@@ -45,7 +46,7 @@ class RelativePositionSelfAttention(MultiheadAttention):
         key: Optional[Tensor],
         value: Optional[Tensor],
         key_padding_mask: Optional[Tensor] = None,
-        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        incremental_state: Optional[IncrementalState] = None,
         need_weights: bool = True,
         static_kv: bool = False,
         attn_mask: Optional[Tensor] = None,
@@ -64,18 +65,9 @@ class RelativePositionSelfAttention(MultiheadAttention):
         k = split_heads(self.k_proj(query))
         v = split_heads(self.v_proj(query))
         if incremental_state is not None:
-            saved = self._get_input_buffer(incremental_state)
-            prev_mask = saved.get("prev_key_padding_mask")
-            if saved.get("prev_key") is not None:
-                k = torch.cat([saved["prev_key"].view(bsz * heads, -1, head_dim), k], dim=1)
-                v = torch.cat([saved["prev_value"].view(bsz * heads, -1, head_dim), v], dim=1)
-            key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
-                key_padding_mask, prev_mask, bsz, k.size(1), static_kv=False
+            k, v, key_padding_mask = cached_keys_values(
+                self, incremental_state, k, v, key_padding_mask, bsz, static_kv=False
             )
-            saved["prev_key"] = k.view(bsz, heads, -1, head_dim)
-            saved["prev_value"] = v.view(bsz, heads, -1, head_dim)
-            saved["prev_key_padding_mask"] = key_padding_mask
-            self._set_input_buffer(incremental_state, saved)
         src_len = k.size(1)
 
         logits = torch.bmm(q, k.transpose(1, 2)) + self._relative_logits(q, src_len)

@@ -55,6 +55,21 @@ def random_batch(task: TinyTask, lengths, seed: int = 0):
     return src, torch.tensor(lengths), tgt
 
 
+def incremental_decoding_error(model, task: TinyTask, lengths, seed: int = 0) -> float:
+    """Largest |Δ log p| over non-pad target positions between the full forward pass and decoding
+    one position at a time with incremental state (the model must be in eval mode)."""
+    src, src_lengths, prev = random_batch(task, lengths, seed=seed)
+    with torch.no_grad():
+        full = model.get_normalized_probs(model(src, src_lengths, prev), log_probs=True)
+        encoder_out = model.encoder(src, src_lengths=src_lengths)
+        state, steps = {}, []
+        for t in range(prev.size(1)):
+            out = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+            steps.append(model.get_normalized_probs(out, log_probs=True))
+    not_pad = prev.ne(task.target_dictionary.pad())
+    return (full - torch.cat(steps, dim=1)).abs().amax(dim=-1)[not_pad].max().item()
+
+
 @pytest.fixture
 def task() -> TinyTask:
     return TinyTask()

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import TinyTask, build_model, random_batch
+from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
 
 
 def _encoder_out(model, src, lengths):
@@ -82,27 +82,14 @@ def test_extra_padding_does_not_change_non_pad_outputs(overrides):
     torch.testing.assert_close(a[keep], b[keep], atol=1e-5, rtol=0)
 
 
-def _incremental_equals_full(model, task):
-    src, lengths, prev = random_batch(task, [6, 3, 8], seed=7)
-    with torch.no_grad():
-        full = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
-        enc = model.encoder(src, src_lengths=lengths)
-        state, steps = {}, []
-        for t in range(prev.size(1)):
-            out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-            steps.append(model.get_normalized_probs(out, log_probs=True))
-    not_pad = prev.ne(task.target_dictionary.pad())
-    return (full - torch.cat(steps, dim=1)).abs().amax(-1)[not_pad].max().item()
-
-
 def test_incremental_decoding_equals_full_forward_for_parallel_field_and_step_override():
     task = TinyTask()
     common = dict(decoder_ode_method="heun", decoder_share_group_size=2, ode_field="parallel-branch")
     model = build_model("ode_transformer_rk4", task, decoder_ode_steps=3, **common).eval()
-    assert _incremental_equals_full(model, task) <= 1e-5
+    assert incremental_decoding_error(model, task, [6, 3, 8], seed=7) <= 1e-5
     override = build_model("ode_transformer_rk4", task, decoder_ode_steps=5, **common).eval()
     override.load_state_dict(model.state_dict())
-    assert _incremental_equals_full(override, task) <= 1e-5
+    assert incremental_decoding_error(override, task, [6, 3, 8], seed=7) <= 1e-5
 
 
 @pytest.mark.parametrize("overrides, message", [

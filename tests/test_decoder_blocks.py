@@ -5,23 +5,12 @@ from fairseq.models import FairseqDecoder, FairseqEncoderDecoderModel
 from fairseq.sequence_generator import SequenceGenerator
 
 from ode_seq.tableaus import TABLEAUS
-from tests.conftest import TinyTask, build_model, random_batch
+from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
 
 METHOD_MODES = [(m, "fixed") for m in TABLEAUS] + [
     ("heun", "learned"), ("rk4", "learned"), ("rk3", "learned-shared"),
     ("rk4", "free"), ("heun", "free-ones"),
 ]
-
-
-def _incremental_log_probs(model, src, lengths, prev):
-    """Decode one position at a time with incremental state; (B, T, V) log-probabilities."""
-    enc = model.encoder(src, src_lengths=lengths)
-    state = {}
-    steps = []
-    for t in range(prev.size(1)):
-        out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-        steps.append(model.get_normalized_probs(out, log_probs=True))
-    return torch.cat(steps, dim=1)
 
 
 @pytest.mark.parametrize("method, mode", METHOD_MODES)
@@ -31,13 +20,7 @@ def test_incremental_decoding_equals_full_forward(method, mode):
         "ode_transformer_rk4_encdec", task, decoder_ode_method=method,
         encoder_ode_method=method, ode_coefficients=mode,
     ).eval()
-    src, lengths, prev = random_batch(task, [6, 3, 8, 5])
-    with torch.no_grad():
-        full = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
-        incremental = _incremental_log_probs(model, src, lengths, prev)
-    not_pad = prev.ne(task.target_dictionary.pad())
-    diff = (full - incremental).abs().amax(dim=-1)[not_pad]
-    assert diff.max().item() <= 1e-5
+    assert incremental_decoding_error(model, task, [6, 3, 8, 5]) <= 1e-5
 
 
 @pytest.mark.parametrize("overrides", [
@@ -48,12 +31,7 @@ def test_incremental_decoding_equals_full_forward(method, mode):
 def test_incremental_decoding_equals_full_forward_with_options(overrides):
     task = TinyTask()
     model = build_model("ode_transformer_rk4_encdec", task, **overrides).eval()
-    src, lengths, prev = random_batch(task, [6, 3, 8, 5], seed=3)
-    with torch.no_grad():
-        full = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
-        incremental = _incremental_log_probs(model, src, lengths, prev)
-    not_pad = prev.ne(task.target_dictionary.pad())
-    assert (full - incremental).abs().amax(dim=-1)[not_pad].max().item() <= 1e-5
+    assert incremental_decoding_error(model, task, [6, 3, 8, 5], seed=3) <= 1e-5
 
 
 def test_decoder_stage_caches_hold_one_entry_per_position_and_stage():

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from tests.conftest import TinyTask, build_model, random_batch
+from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
 from user_dir.export_transformer import discrete_state_dict
 
 
@@ -101,16 +101,7 @@ def test_incremental_decoding_equals_full_forward(method):
         "ode_transformer_nonauto_small", task, **_tiny(), decoder_ode_method=method,
         encoder_ode_method=method, decoder_ode_steps=3,
     )).eval()
-    src, lengths, prev = random_batch(task, [6, 3, 8], seed=2)
-    with torch.no_grad():
-        full = _log_probs(model, (src, lengths, prev))
-        enc = model.encoder(src, src_lengths=lengths)
-        state, steps = {}, []
-        for t in range(prev.size(1)):
-            out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)
-            steps.append(model.get_normalized_probs(out, log_probs=True))
-    not_pad = prev.ne(task.target_dictionary.pad())
-    assert (full - torch.cat(steps, 1)).abs().amax(-1)[not_pad].max().item() <= 1e-5
+    assert incremental_decoding_error(model, task, [6, 3, 8], seed=2) <= 1e-5
 
 
 def test_non_autonomous_rejects_adaptive_solvers_and_bad_sizes():

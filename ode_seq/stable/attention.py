@@ -13,17 +13,17 @@ appends its per-head probabilities for the JaSMin penalty (:mod:`ode_seq.stable.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from fairseq import utils
 from fairseq.modules.multihead_attention import MultiheadAttention
 from torch import Tensor
 
-from ..attention_heads import attend, masked_logits
+from ..attention_heads import attend, cached_keys_values, masked_logits
+from ..stage_state import IncrementalState
 
 ATTENTION_KERNELS = ("dot", "l2")
-IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
 
 @dataclass
@@ -79,36 +79,6 @@ class StableMultiheadAttention(MultiheadAttention):
         distance = torch.baddbmm(squared, q, k.transpose(1, 2), alpha=-2.0)
         return -distance * self.scaling
 
-    def _cached_keys_values(
-        self,
-        incremental_state: IncrementalState,
-        k: Optional[Tensor],
-        v: Optional[Tensor],
-        key_padding_mask: Optional[Tensor],
-        bsz: int,
-        static_kv: bool,
-    ) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
-        """Prepend (or, for static keys, reuse) the cached keys/values and store the result."""
-        saved = self._get_input_buffer(incremental_state)
-        heads, head_dim = self.num_heads, self.head_dim
-        if saved.get("prev_key") is not None:
-            prev_k = saved["prev_key"].view(bsz * heads, -1, head_dim)
-            prev_v = saved["prev_value"].view(bsz * heads, -1, head_dim)
-            if static_kv:
-                k, v = prev_k, prev_v
-            else:
-                k = torch.cat([prev_k, k], dim=1)
-                v = torch.cat([prev_v, v], dim=1)
-        assert k is not None and v is not None
-        key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
-            key_padding_mask, saved.get("prev_key_padding_mask"), bsz, k.size(1), static_kv
-        )
-        saved["prev_key"] = k.view(bsz, heads, -1, head_dim)
-        saved["prev_value"] = v.view(bsz, heads, -1, head_dim)
-        saved["prev_key_padding_mask"] = key_padding_mask
-        self._set_input_buffer(incremental_state, saved)
-        return k, v, key_padding_mask
-
     def forward(
         self,
         query: Tensor,
@@ -138,8 +108,8 @@ class StableMultiheadAttention(MultiheadAttention):
             k = self._split_heads(self.k_proj(key), bsz)
             v = self._split_heads(self.v_proj(value), bsz)
         if incremental_state is not None:
-            k, v, key_padding_mask = self._cached_keys_values(
-                incremental_state, k, v, key_padding_mask, bsz, static_kv
+            k, v, key_padding_mask = cached_keys_values(
+                self, incremental_state, k, v, key_padding_mask, bsz, static_kv
             )
         assert k is not None and v is not None
         logits = masked_logits(self._logits(q, k), attn_mask, key_padding_mask, bsz)

@@ -4,8 +4,8 @@ import torch
 from fairseq.models import FairseqEncoderDecoderModel
 from fairseq.sequence_generator import SequenceGenerator
 
-from tests.conftest import TinyTask, build_model, random_batch
-from tests.test_decoder_blocks import _incremental_log_probs, _RecomputingDecoder
+from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
+from tests.test_decoder_blocks import _RecomputingDecoder
 
 
 @pytest.mark.parametrize("kernel", ["dot", "l2"])
@@ -20,12 +20,7 @@ def test_stable_incremental_decoding_equals_full_forward(kernel, method, steps, 
         "stable_ode_transformer_small", task, attention_kernel=kernel, decoder_ode_method=method,
         decoder_ode_steps=steps, encoder_ode_method=method, **options,
     ).eval()
-    src, lengths, prev = random_batch(task, [6, 3, 8, 5], seed=4)
-    with torch.no_grad():
-        full = model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
-        incremental = _incremental_log_probs(model, src, lengths, prev)
-    not_pad = prev.ne(task.target_dictionary.pad())
-    assert (full - incremental).abs().amax(dim=-1)[not_pad].max().item() <= 1e-5
+    assert incremental_decoding_error(model, task, [6, 3, 8, 5], seed=4) <= 1e-5
 
 
 def test_stable_beam_search_with_caches_equals_prefix_recomputation():
