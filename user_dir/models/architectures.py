@@ -5,7 +5,7 @@ model options out of ``args``, and these functions only fill what is missing).
 """
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Optional
 
 from fairseq.models import register_model_architecture
 from fairseq.models.transformer import base_architecture
@@ -87,7 +87,10 @@ def _preset_values(size: str, ode: Dict[str, Any]) -> Dict[str, Any]:
     return values
 
 
-def _make_architecture(size: str, ode: Dict[str, Any], extra: Dict[str, Any] = None):
+def make_architecture(size: str, ode: Dict[str, Any], extra: Optional[Dict[str, Any]] = None
+                      ) -> Callable[[Any], None]:
+    """A fairseq architecture function: size preset ``size`` with ODE options ``ode`` and
+    ``extra`` options, filling only what the command line left unset."""
     values = dict(_preset_values(size, ode), **(extra or {}))
 
     def architecture(args) -> None:
@@ -100,10 +103,10 @@ def _make_architecture(size: str, ode: Dict[str, Any], extra: Dict[str, Any] = N
 
 
 register_model_architecture("ode_transformer", "ode_transformer")(
-    _make_architecture("base", dict())
+    make_architecture("base", dict())
 )
 for _name, (_size, _ode) in ARCHITECTURES.items():
-    register_model_architecture("ode_transformer", _name)(_make_architecture(_size, _ode))
+    register_model_architecture("ode_transformer", _name)(make_architecture(_size, _ode))
 
 # Tong et al. (2025): weights θ(τ), Euler on [0, 1] with L steps. "paper": d_e = 20;
 # "parity": the low-rank form sized to transformer-base's parameter count.
@@ -115,4 +118,4 @@ NONAUTONOMOUS_ARCHITECTURES: Dict[str, tuple] = {
     "ode_transformer_nonauto_small": ("small", dict(), dict(TIME_DEFAULTS)),
 }
 for _name, (_size, _ode, _time) in NONAUTONOMOUS_ARCHITECTURES.items():
-    register_model_architecture("ode_transformer_nonauto", _name)(_make_architecture(_size, _ode, _time))
+    register_model_architecture("ode_transformer_nonauto", _name)(make_architecture(_size, _ode, _time))

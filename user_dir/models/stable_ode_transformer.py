@@ -20,7 +20,7 @@ from torch import nn
 from ode_seq.distillation import copy_interface, interface_parameters, load_teacher
 from ode_seq.stable import ATTENTION_KERNELS, StableDecoderODEBlock, StableEncoderODEBlock
 
-from .architectures import SIZES, _make_architecture
+from .architectures import SIZES, make_architecture
 from .ode_transformer import ODETransformerDecoder, ODETransformerEncoder, ODETransformerModel
 
 
@@ -92,7 +92,7 @@ STABLE_ARCHITECTURES: Dict[str, tuple] = {
 
 
 def _make_stable_architecture(size: str, options: Dict[str, Any]):
-    preset = _make_architecture(size, dict(STABLE_DEFAULTS, **options))
+    preset = make_architecture(size, dict(STABLE_DEFAULTS, **options))
 
     def architecture(args) -> None:
         for side in ("encoder", "decoder"):
