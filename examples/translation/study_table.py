@@ -1,6 +1,7 @@
 """Summarise the runs of quality_study.sh as a Markdown table: per configuration, parameters,
 encoder layer evaluations (layers × stages of the encoder's method, read from the logged model
-configuration), sacreBLEU (13a) mean ± sample standard deviation over seeds, each seed's score.
+configuration), sacreBLEU (13a) mean ± sample standard deviation over seeds, each seed's score,
+and the final validation NLL (bits per target token, before averaging).
 
 A run is RUNS_DIR/CONFIG/seedS with fairseq-train's train.log and eval-test/scores.json.
 """
@@ -13,7 +14,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from ode_seq.tableaus import get_tableau
 
@@ -22,6 +23,8 @@ TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")
 LAST_UPDATE = re.compile(r"num_updates[ =](\d+)")
 ENCODER_LAYERS = re.compile(r"\bencoder_layers=(\d+)")
 ENCODER_METHOD = re.compile(r"\bencoder_ode_method='(\w+)'")
+VALID_NLL = re.compile(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss ([\d.]+)")
+BASELINE = "residual_6_6"
 DESCRIPTION = {
     "residual_6_6": "residual (Euler) 6-6",
     "rk2_learned_6_6": "RK2, learned coefficients, 6-6",
@@ -37,6 +40,7 @@ class Run:
     encoder_layer_evaluations: int
     updates: int
     training_minutes: float
+    valid_nll: float
     bleu_13a: float
     bleu_tokenised: float
     signature: str
@@ -52,9 +56,10 @@ def read_run(run_dir: Path) -> Optional[Run]:
     seconds = TRAINING_SECONDS.findall(log)
     updates = LAST_UPDATE.findall(log)
     layers, method = ENCODER_LAYERS.search(log), ENCODER_METHOD.search(log)
-    if params is None or not seconds or not updates or layers is None or method is None:
+    valid_nll = VALID_NLL.findall(log)
+    if params is None or not seconds or not updates or layers is None or method is None or not valid_nll:
         raise ValueError(f"{run_dir}/train.log lacks the model configuration, the parameter count, the "
-                         "final update or the 'done training' line: the run did not finish; delete "
+                         "final update, the validation loss or the 'done training' line: the run did not finish; delete "
                          "its eval-test and rerun")
     scores = json.loads(scores_file.read_text(encoding="utf-8"))
     return Run(
@@ -63,16 +68,37 @@ def read_run(run_dir: Path) -> Optional[Run]:
         encoder_layer_evaluations=int(layers.group(1)) * get_tableau(method.group(1)).stages,
         updates=int(updates[-1]),
         training_minutes=float(seconds[-1]) / 60,
+        valid_nll=float(valid_nll[-1]),
         bleu_13a=scores["sacrebleu"]["13a"]["score"],
         bleu_tokenised=scores["tokenised_compound_split"]["score"],
         signature=scores["sacrebleu"]["13a"]["signature"],
     )
 
 
-def mean_sd(values: Sequence[float]) -> str:
+def mean_sd(values: Sequence[float], digits: int = 2) -> str:
     if len(values) < 2:
-        return f"{values[0]:.2f} (1 seed)"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+        return f"{values[0]:.{digits}f} (1 seed)"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def finished_runs(runs_dir: Path, config: str) -> List[Run]:
+    runs = (read_run(run_dir) for run_dir in runs_dir.glob(f"{config}/seed*"))
+    return sorted((run for run in runs if run), key=lambda run: run.seed)
+
+
+def paired_differences(by_config: Dict[str, List[Run]], baseline: str) -> List[str]:
+    """Per configuration, BLEU minus the baseline's BLEU of the same seed (same data order)."""
+    base = {run.seed: run.bleu_13a for run in by_config.get(baseline, [])}
+    lines = []
+    for config, runs in by_config.items():
+        deltas = [run.bleu_13a - base[run.seed] for run in runs if run.seed in base]
+        if config != baseline and deltas:
+            lines.append(f"| {DESCRIPTION[config]} | {mean_sd(deltas)} | "
+                         + ", ".join(f"{d:+.2f}" for d in deltas) + " |")
+    if not lines:
+        return []
+    return ["", f"sacreBLEU 13a minus {DESCRIPTION[baseline]} of the same seed:", "",
+            "| configuration | Δ BLEU, mean ± sd | per seed |", "|---|---|---|", *lines]
 
 
 def table(runs_dir: Path, configs: Sequence[str], recipe: str) -> str:
@@ -80,18 +106,15 @@ def table(runs_dir: Path, configs: Sequence[str], recipe: str) -> str:
         f"Recipe: {recipe}",
         "",
         "| configuration | parameters | encoder layer evaluations | seeds | updates | sacreBLEU 13a, mean ± sd "
-        "| per seed | tokenised BLEU, mean ± sd | training minutes per run (1 thread) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| per seed | tokenised BLEU, mean ± sd | valid NLL (bits/token), mean ± sd "
+        "| training minutes per run (1 thread) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    signatures = set()
-    for config in configs:
-        runs: List[Run] = sorted(
-            (run for run in map(read_run, sorted(runs_dir.glob(f"{config}/seed*"))) if run),
-            key=lambda run: run.seed)
+    by_config = {config: finished_runs(runs_dir, config) for config in configs}
+    for config, runs in by_config.items():
         if not runs:
-            lines.append(f"| {DESCRIPTION[config]} | | | 0 | | no finished runs | | | |")
+            lines.append(f"| {DESCRIPTION[config]} | | | 0 | | no finished runs | | | | |")
             continue
-        signatures.update(run.signature for run in runs)
         per_seed = ", ".join(f"{run.bleu_13a:.2f} (seed {run.seed})" for run in runs)
         lines.append(
             f"| {DESCRIPTION[config]} | {runs[0].parameters:,} | {runs[0].encoder_layer_evaluations} "
@@ -99,8 +122,11 @@ def table(runs_dir: Path, configs: Sequence[str], recipe: str) -> str:
             f"| {'/'.join(sorted({str(run.updates) for run in runs}))} "
             f"| {mean_sd([run.bleu_13a for run in runs])} | {per_seed} "
             f"| {mean_sd([run.bleu_tokenised for run in runs])} "
+            f"| {mean_sd([run.valid_nll for run in runs], digits=3)} "
             f"| {statistics.mean(run.training_minutes for run in runs):.1f} |")
-    lines += ["", "sacreBLEU signature: " + "; ".join(sorted(signatures) or ["none"])]
+    lines += paired_differences(by_config, BASELINE)
+    signatures = sorted({run.signature for runs in by_config.values() for run in runs})
+    lines += ["", "sacreBLEU signature: " + "; ".join(signatures or ["none"])]
     return "\n".join(lines) + "\n"
 
 

@@ -38,7 +38,7 @@ def table_rows(text: str) -> dict[str, list[str]]:
 
 def test_table_reports_mean_and_sd_of_each_configurations_seeds(study):
     work, stdout = study
-    rows = table_rows(stdout)
+    rows = table_rows(stdout.split("minus")[0])
     assert set(rows) == {"residual (Euler) 6-6", "RK4 6-6"}
     for name, config in (("residual (Euler) 6-6", "residual_6_6"), ("RK4 6-6", "rk4_6_6")):
         scores = [json.loads((work / "runs" / config / f"seed{seed}" / "eval-test" / "scores.json")
@@ -47,11 +47,13 @@ def test_table_reports_mean_and_sd_of_each_configurations_seeds(study):
         assert rows[name][4] == f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}"
         assert rows[name][5] == f"{scores[0]:.2f} (seed 1), {scores[1]:.2f} (seed 2)"
     assert "sacreBLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in stdout
+    differences = table_rows(stdout.split("minus")[1])
+    assert list(differences) == ["RK4 6-6"] and len(differences["RK4 6-6"][1].split(", ")) == 2
     assert (work / "results.md").read_text() == stdout
 
 
 def test_rk4_has_the_residual_models_parameters_and_four_times_its_encoder_evaluations(study):
-    rows = table_rows(study[1])
+    rows = table_rows(study[1].split("minus")[0])
     assert rows["RK4 6-6"][0] == rows["residual (Euler) 6-6"][0]
     assert (rows["residual (Euler) 6-6"][1], rows["RK4 6-6"][1]) == ("6", "24")
 
@@ -79,6 +81,7 @@ def fake_run(runs_dir: Path, config: str, seed: int, bleu: float, method: str = 
         f"Namespace(encoder_layers=6, encoder_ode_method='{method}', seed={seed})\n"
         "num. shared model params: 1,234 (num. trained: 1,234)\n"
         "| train | epoch 002 | loss 5.0 | num_updates 800 | lr 0.001\n"
+        f"| valid on 'valid' subset | loss 6.0 | nll_loss {bleu / 2} | ppl 2.0 | num_updates 800\n"
         "done training in 600.0 seconds\n")
     sacrebleu = {"score": bleu, "signature": "nrefs:1|tok:13a"}
     (run_dir / "eval-test" / "scores.json").write_text(json.dumps(
@@ -90,11 +93,18 @@ def test_table_arithmetic_on_known_scores(tmp_path):
     for seed, bleu in ((1, 10.0), (2, 12.0), (3, 17.0)):
         fake_run(tmp_path, "rk4_6_6", seed, bleu)
     (tmp_path / "rk4_6_6" / "seed4").mkdir()
-    rows = table_rows(table(tmp_path, ["rk4_6_6", "residual_6_6"], "recipe"))
+    text = table(tmp_path, ["rk4_6_6", "residual_6_6"], "recipe")
+    rows = table_rows(text.split("minus")[0])
     assert rows["RK4 6-6"] == [
         "1,234", "24", "3", "800", "13.00 ± 3.61", "10.00 (seed 1), 12.00 (seed 2), 17.00 (seed 3)",
-        "14.00 ± 3.61", "10.0"]
+        "14.00 ± 3.61", "6.500 ± 1.803", "10.0"]
     assert rows["residual (Euler) 6-6"][4] == "no finished runs"
+    assert "minus" not in text
+
+    for seed, bleu in ((1, 9.0), (3, 16.0)):
+        fake_run(tmp_path, "residual_6_6", seed, bleu, method="euler")
+    differences = table_rows(table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe").split("minus")[1])
+    assert differences == {"RK4 6-6": ["1.00 ± 0.00", "+1.00, +1.00"]}
 
 
 def test_rerun_reuses_every_run(study):
