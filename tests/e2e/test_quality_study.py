@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -128,3 +130,16 @@ def test_bad_options_fail_before_any_work(tmp_path, args, message):
     assert result.returncode != 0
     assert message in result.stderr
     assert not (tmp_path / "work").exists()
+
+
+def test_table_script_runs_from_any_directory_without_pythonpath(tmp_path):
+    fake_run(tmp_path / "runs", "rk4_6_6", 1, 7.0)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "runs"),
+                             "--configs", "rk4_6_6"], capture_output=True, text=True, cwd=tmp_path,
+                            env=env)
+    assert result.returncode == 0, result.stderr
+    assert "| RK4 6-6 | 1,234 | 24 | 1 | 800 | 7.00 (1 seed) |" in result.stdout
+    missing = subprocess.run([sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "no")],
+                             capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert missing.returncode == 2 and "run quality_study.sh first" in missing.stderr
