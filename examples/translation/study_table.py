@@ -24,7 +24,9 @@ TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")
 LAST_UPDATE = re.compile(r"num_updates[ =](\d+)")
 ENCODER_LAYERS = re.compile(r"\bencoder_layers=(\d+)")
 ENCODER_METHOD = re.compile(r"\bencoder_ode_method='(\w+)'")
-VALID_NLL = re.compile(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss ([\d.]+)")
+VALID_NLL = re.compile(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss ([\d.]+) \|.*?"
+                       r"\| num_updates (\d+)")
+CURVE_SPACING = 200
 BASELINE = "residual_6_6"
 DESCRIPTION = {
     "residual_6_6": "residual (Euler) 6-6",
@@ -41,7 +43,11 @@ class Run:
     encoder_layer_evaluations: int
     updates: int
     training_minutes: float
-    valid_nll: float
+    valid_nll: Dict[int, float]  # update → validation NLL; fairseq validates at every checkpoint
+
+    @property
+    def final_valid_nll(self) -> float:
+        return self.valid_nll[max(self.valid_nll)]
     bleu_13a: float
     bleu_tokenised: float
     signature: str
@@ -69,7 +75,7 @@ def read_run(run_dir: Path) -> Optional[Run]:
         encoder_layer_evaluations=int(layers.group(1)) * get_tableau(method.group(1)).stages,
         updates=int(updates[-1]),
         training_minutes=float(seconds[-1]) / 60,
-        valid_nll=float(valid_nll[-1]),
+        valid_nll={int(update): float(nll) for nll, update in valid_nll},
         bleu_13a=scores["sacrebleu"]["13a"]["score"],
         bleu_tokenised=scores["tokenised_compound_split"]["score"],
         signature=scores["sacrebleu"]["13a"]["signature"],
@@ -102,6 +108,24 @@ def paired_differences(by_config: Dict[str, List[Run]], baseline: str) -> List[s
             "| configuration | Δ BLEU, mean ± sd | per seed |", "|---|---|---|", *lines]
 
 
+def learning_curves(by_config: Dict[str, List[Run]]) -> List[str]:
+    """Validation NLL every CURVE_SPACING updates, mean over the seeds that reached it."""
+    updates = sorted({u for runs in by_config.values() for run in runs for u in run.valid_nll
+                      if u % CURVE_SPACING == 0})
+    if not updates:
+        return []
+    lines = ["", "Validation NLL (bits/token) along training, mean over seeds:", "",
+             "| configuration | " + " | ".join(f"{u} updates" for u in updates) + " |",
+             "|---|" + "---|" * len(updates)]
+    for config, runs in by_config.items():
+        if runs:
+            cells = [statistics.mean(run.valid_nll[u] for run in runs if u in run.valid_nll)
+                     if any(u in run.valid_nll for run in runs) else None for u in updates]
+            lines.append(f"| {DESCRIPTION[config]} | "
+                         + " | ".join("" if c is None else f"{c:.3f}" for c in cells) + " |")
+    return lines
+
+
 def table(runs_dir: Path, configs: Sequence[str], recipe: str) -> str:
     lines = [
         f"Recipe: {recipe}",
@@ -123,9 +147,10 @@ def table(runs_dir: Path, configs: Sequence[str], recipe: str) -> str:
             f"| {'/'.join(sorted({str(run.updates) for run in runs}))} "
             f"| {mean_sd([run.bleu_13a for run in runs])} | {per_seed} "
             f"| {mean_sd([run.bleu_tokenised for run in runs])} "
-            f"| {mean_sd([run.valid_nll for run in runs], digits=3)} "
+            f"| {mean_sd([run.final_valid_nll for run in runs], digits=3)} "
             f"| {statistics.mean(run.training_minutes for run in runs):.1f} |")
     lines += paired_differences(by_config, BASELINE)
+    lines += learning_curves(by_config)
     signatures = sorted({run.signature for runs in by_config.values() for run in runs})
     lines += ["", "sacreBLEU signature: " + "; ".join(signatures or ["none"])]
     return "\n".join(lines) + "\n"

@@ -33,14 +33,21 @@ def study(tmp_path_factory) -> tuple[Path, str]:
     return work, result.stdout
 
 
-def table_rows(text: str) -> dict[str, list[str]]:
-    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ")]
-    return {cells[0].strip(): [cell.strip() for cell in cells[1:]] for cells in rows[1:]}
+def tables(text: str) -> list[dict[str, list[str]]]:
+    """Every Markdown table of ``text`` in order, as {first cell: other cells} without headers."""
+    found, rows = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+        elif rows:
+            found.append({cells[0]: cells[1:] for cells in rows[2:]})
+            rows = []
+    return found
 
 
 def test_table_reports_mean_and_sd_of_each_configurations_seeds(study):
     work, stdout = study
-    rows = table_rows(stdout.split("minus")[0])
+    rows = tables(stdout)[0]
     assert set(rows) == {"residual (Euler) 6-6", "RK4 6-6"}
     for name, config in (("residual (Euler) 6-6", "residual_6_6"), ("RK4 6-6", "rk4_6_6")):
         scores = [json.loads((work / "runs" / config / f"seed{seed}" / "eval-test" / "scores.json")
@@ -49,13 +56,13 @@ def test_table_reports_mean_and_sd_of_each_configurations_seeds(study):
         assert rows[name][4] == f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}"
         assert rows[name][5] == f"{scores[0]:.2f} (seed 1), {scores[1]:.2f} (seed 2)"
     assert "sacreBLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in stdout
-    differences = table_rows(stdout.split("minus")[1])
+    differences = tables(stdout)[1]
     assert list(differences) == ["RK4 6-6"] and len(differences["RK4 6-6"][1].split(", ")) == 2
     assert (work / "results.md").read_text() == stdout
 
 
 def test_rk4_has_the_residual_models_parameters_and_four_times_its_encoder_evaluations(study):
-    rows = table_rows(study[1].split("minus")[0])
+    rows = tables(study[1])[0]
     assert rows["RK4 6-6"][0] == rows["residual (Euler) 6-6"][0]
     assert (rows["residual (Euler) 6-6"][1], rows["RK4 6-6"][1]) == ("6", "24")
 
@@ -96,17 +103,18 @@ def test_table_arithmetic_on_known_scores(tmp_path):
         fake_run(tmp_path, "rk4_6_6", seed, bleu)
     (tmp_path / "rk4_6_6" / "seed4").mkdir()
     text = table(tmp_path, ["rk4_6_6", "residual_6_6"], "recipe")
-    rows = table_rows(text.split("minus")[0])
+    rows, curves = tables(text)
     assert rows["RK4 6-6"] == [
         "1,234", "24", "3", "800", "13.00 ± 3.61", "10.00 (seed 1), 12.00 (seed 2), 17.00 (seed 3)",
         "14.00 ± 3.61", "6.500 ± 1.803", "10.0"]
     assert rows["residual (Euler) 6-6"][4] == "no finished runs"
-    assert "minus" not in text
+    assert curves == {"RK4 6-6": ["6.500"]}
 
     for seed, bleu in ((1, 9.0), (3, 16.0)):
         fake_run(tmp_path, "residual_6_6", seed, bleu, method="euler")
-    differences = table_rows(table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe").split("minus")[1])
+    _, differences, curves = tables(table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe"))
     assert differences == {"RK4 6-6": ["1.00 ± 0.00", "+1.00, +1.00"]}
+    assert curves == {"residual (Euler) 6-6": ["6.250"], "RK4 6-6": ["6.500"]}
 
 
 def test_rerun_reuses_every_run(study):
