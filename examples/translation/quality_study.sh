@@ -109,7 +109,8 @@ for seed in $SEEDS; do
     if [[ " $CONFIGS " == *" $config "* ]]; then printf '%s %s\n' "$config" "$seed"; fi
   done
 done | xargs -P "$JOBS" -n 2 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDATE" \
-  --max-tokens "$MAX_TOKENS" --lr "$LR" --warmup "$WARMUP" --embed-dim "$EMBED_DIM" --save-interval-updates "$SAVE_INTERVAL" --run \
+  --max-tokens "$MAX_TOKENS" --lr "$LR" --warmup "$WARMUP" --embed-dim "$EMBED_DIM" \
+  --save-interval-updates "$SAVE_INTERVAL" --run \
   || die "some runs failed (messages above); rerun to resume"
 
 python "$HERE/study_table.py" --runs-dir "$WORK_DIR/runs" --configs $CONFIGS --recipe "$RECIPE" \
