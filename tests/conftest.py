@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Iterator
 
 import pytest
 import torch
@@ -14,7 +15,10 @@ if ROOT not in sys.path:
 
 import user_dir  # noqa: E402,F401  (registers models and architectures)
 from fairseq.data import Dictionary  # noqa: E402
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY  # noqa: E402
+from fairseq.models import (  # noqa: E402
+    ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY, FairseqDecoder, FairseqEncoderDecoderModel,
+)
+from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 TINY = dict(
     encoder_embed_dim=32, decoder_embed_dim=32, encoder_ffn_embed_dim=64,
@@ -68,6 +72,51 @@ def incremental_decoding_error(model, task: TinyTask, lengths, seed: int = 0) ->
             steps.append(model.get_normalized_probs(out, log_probs=True))
     not_pad = prev.ne(task.target_dictionary.pad())
     return (full - torch.cat(steps, dim=1)).abs().amax(dim=-1)[not_pad].max().item()
+
+
+class RecomputingDecoder(FairseqDecoder):
+    """Reference path without caches: recomputes the whole prefix at every step."""
+
+    def __init__(self, decoder):
+        super().__init__(decoder.dictionary)
+        self.inner = decoder
+
+    def forward(self, prev_output_tokens, encoder_out=None, **kwargs):
+        return self.inner(prev_output_tokens, encoder_out=encoder_out)
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        return self.inner.get_normalized_probs(net_output, log_probs, sample)
+
+    def max_positions(self):
+        return self.inner.max_positions()
+
+
+def beam_search_with_and_without_caches(model, task: TinyTask, beam: int, max_len_b: int):
+    """Per sentence of a fixed batch, (hypotheses with incremental caches, hypotheses from a
+    decoder that recomputes the whole prefix at every step)."""
+    reference = FairseqEncoderDecoderModel(model.encoder, RecomputingDecoder(model.decoder)).eval()
+    src, lengths, _ = random_batch(task, [7, 5, 9], seed=2)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
+    outputs = []
+    for m in (model, reference):
+        generator = SequenceGenerator([m], task.target_dictionary, beam_size=beam, max_len_b=max_len_b)
+        outputs.append(generator.generate([m], sample))
+    return list(zip(*outputs))
+
+
+def assert_same_hypotheses(cached, recomputed) -> None:
+    """Same tokens, positional scores within 1e-5, hypothesis by hypothesis."""
+    for a, b in zip(cached, recomputed):
+        assert torch.equal(a["tokens"], b["tokens"])
+        torch.testing.assert_close(a["positional_scores"], b["positional_scores"], atol=1e-5, rtol=0)
+
+
+def one_torch_thread() -> Iterator[None]:
+    """Fixture body: torch on one intra-op thread during a test, the previous count after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
 """ODE decoder blocks: exact incremental decoding, beam reordering, stage checkpointing."""
 import pytest
 import torch
-from fairseq.models import FairseqDecoder, FairseqEncoderDecoderModel
-from fairseq.sequence_generator import SequenceGenerator
 
 from ode_seq.tableaus import TABLEAUS
-from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
+from tests.conftest import (
+    TinyTask, assert_same_hypotheses, beam_search_with_and_without_caches, build_model,
+    incremental_decoding_error, random_batch,
+)
 
 METHOD_MODES = [(m, "fixed") for m in TABLEAUS] + [
     ("heun", "learned"), ("rk4", "learned"), ("rk3", "learned-shared"),
@@ -54,23 +55,6 @@ def test_decoder_stage_caches_hold_one_entry_per_position_and_stage():
     assert all(k is cross_keys[0] for k in cross_keys)  # cross-attention K/V computed once
 
 
-class _RecomputingDecoder(FairseqDecoder):
-    """Reference path without caches: recomputes the whole prefix at every step."""
-
-    def __init__(self, decoder):
-        super().__init__(decoder.dictionary)
-        self.inner = decoder
-
-    def forward(self, prev_output_tokens, encoder_out=None, **kwargs):
-        return self.inner(prev_output_tokens, encoder_out=encoder_out)
-
-    def get_normalized_probs(self, net_output, log_probs, sample=None):
-        return self.inner.get_normalized_probs(net_output, log_probs, sample)
-
-    def max_positions(self):
-        return self.inner.max_positions()
-
-
 @pytest.mark.parametrize("method, mode", [("rk4", "fixed"), ("heun", "learned")])
 def test_beam_search_with_caches_equals_prefix_recomputation(method, mode):
     task = TinyTask()
@@ -78,18 +62,9 @@ def test_beam_search_with_caches_equals_prefix_recomputation(method, mode):
         "ode_transformer_rk4_encdec", task, decoder_ode_method=method, ode_coefficients=mode,
         seed=5,
     ).eval()
-    reference = FairseqEncoderDecoderModel(model.encoder, _RecomputingDecoder(model.decoder)).eval()
-    src, lengths, _ = random_batch(task, [7, 5, 9], seed=2)
-    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
-    outputs = []
-    for m in (model, reference):
-        gen = SequenceGenerator([m], task.target_dictionary, beam_size=5, max_len_b=12)
-        outputs.append(gen.generate([m], sample))
-    for cached, recomputed in zip(*outputs):
+    for cached, recomputed in beam_search_with_and_without_caches(model, task, beam=5, max_len_b=12):
         assert len(cached) == len(recomputed) == 5
-        for a, b in zip(cached, recomputed):
-            assert torch.equal(a["tokens"], b["tokens"])
-            torch.testing.assert_close(a["positional_scores"], b["positional_scores"], atol=1e-5, rtol=0)
+        assert_same_hypotheses(cached, recomputed)
 
 
 def _loss_and_grads(model, batch, seed):

@@ -3,12 +3,7 @@ busy machine would cost more than the arithmetic."""
 from __future__ import annotations
 
 import pytest
-import torch
 
+from tests.conftest import one_torch_thread
 
-@pytest.fixture(autouse=True)
-def single_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+single_torch_thread = pytest.fixture(autouse=True)(one_torch_thread)

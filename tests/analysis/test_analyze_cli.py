@@ -8,7 +8,8 @@ import pytest
 
 from ode_seq.analyze import main
 from tests.e2e.cli import TINY_MODEL, run
-from tests.e2e.test_fairseq_cli import TRAIN, _write_corpus
+from tests.e2e.corpus import preprocess, write_reversal_corpus
+from tests.e2e.test_fairseq_cli import CLI_SIZES, TRAIN
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_PNG_BYTES = 200_000
@@ -19,13 +20,9 @@ ARCHS = ("ode_transformer_rk2_learned", "ode_transformer_rk4_encdec")
 def reports(tmp_path_factory):
     """Both architectures trained for a few updates and analysed (two processes at a time)."""
     root = tmp_path_factory.mktemp("analyze")
-    _write_corpus(root)
+    write_reversal_corpus(root, CLI_SIZES)
     data = root / "bin"
-    run("fairseq-preprocess", [
-        "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary", "--workers", "1",
-        "--trainpref", str(root / "train"), "--validpref", str(root / "valid"),
-        "--destdir", str(data),
-    ])
+    preprocess(root, data, splits=("train", "valid"))
     (root / "steps.json").write_text(json.dumps({"steps": [2, 4, 8], "scores": [1.0, 2.5, 2.7],
                                                  "metric": "BLEU"}))
     train = {arch: ["fairseq-train", [

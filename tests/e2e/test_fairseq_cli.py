@@ -2,38 +2,24 @@
 interactive, the hub interface, and every registered architecture."""
 from __future__ import annotations
 
-import random
 import re
 
 import pytest
 import sacrebleu
 
-from tests.e2e.cli import ROOT, TINY_MODEL, run
+from tests.e2e.cli import TINY_MODEL, run
+from tests.e2e.corpus import WORDS, preprocess, write_reversal_corpus
 from user_dir.models.architectures import ARCHITECTURES
 
-WORDS = [f"w{i}" for i in range(24)]
-
-
-def _write_corpus(directory, seed: int = 0) -> None:
-    """A reversal task: the target is the source read backwards."""
-    rng = random.Random(seed)
-    for split, n in (("train", 400), ("valid", 30), ("test", 25)):
-        src = [[rng.choice(WORDS) for _ in range(rng.randint(2, 9))] for _ in range(n)]
-        (directory / f"{split}.src").write_text("".join(" ".join(s) + "\n" for s in src))
-        (directory / f"{split}.tgt").write_text("".join(" ".join(reversed(s)) + "\n" for s in src))
+CLI_SIZES = {"train": 400, "valid": 30, "test": 25}
 
 
 @pytest.fixture(scope="module")
 def data_bin(tmp_path_factory):
     raw = tmp_path_factory.mktemp("raw")
-    _write_corpus(raw)
-    out = raw / "bin"
-    run("fairseq-preprocess", [
-        "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary", "--workers", "1",
-        "--trainpref", str(raw / "train"), "--validpref", str(raw / "valid"),
-        "--testpref", str(raw / "test"), "--destdir", str(out),
-    ])
-    return out
+    write_reversal_corpus(raw, CLI_SIZES)
+    preprocess(raw, raw / "bin")
+    return raw / "bin"
 
 
 TRAIN = [

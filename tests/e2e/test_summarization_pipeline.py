@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-import torch
 from fairseq.models import ARCH_MODEL_REGISTRY
 from rouge_score import rouge_scorer
 

@@ -8,18 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
+from tests.conftest import one_torch_thread
 from tests.e2e.cli import run
-from tests.reliability.corpus import preprocess, resumable_training, write_reversal_corpus
+from tests.e2e.corpus import preprocess, write_reversal_corpus
+from tests.reliability.corpus import resumable_training
 
-
-@pytest.fixture(autouse=True)
-def single_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+single_torch_thread = pytest.fixture(autouse=True)(one_torch_thread)
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,7 @@
-"""Corpora, fairseq command lines and process helpers shared by the reliability tests."""
+"""fairseq command lines and process helpers shared by the reliability tests."""
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import subprocess
@@ -13,10 +12,8 @@ from typing import Dict, List, Sequence
 import torch
 
 from ode_seq.checkpoint_safety import load_checkpoint
-from tests.e2e.cli import BIN, ROOT, TINY_MODEL, run
+from tests.e2e.cli import BIN, ROOT, TINY_MODEL
 
-WORDS = [f"w{i}" for i in range(24)]
-SIZES = {"train": 400, "valid": 20, "test": 20}
 
 # An RK4 encoder-decoder with learned per-token stage gates, as small as fairseq allows.
 RK4_LEARNED = [
@@ -41,35 +38,6 @@ def resumable_training(data_bin: Path, save_dir: Path) -> List[str]:
         "--max-epoch", "2", "--save-interval-updates", "5", "--keep-interval-updates", "1",
         "--no-epoch-checkpoints", "--disable-validation", "--save-dir", str(save_dir),
     ]
-
-
-def reversal_pairs(n: int, rng: random.Random) -> List[List[str]]:
-    """``n`` random sentences of 2–9 words; the target of each is the source reversed."""
-    return [[rng.choice(WORDS) for _ in range(rng.randint(2, 9))] for _ in range(n)]
-
-
-def write_parallel(prefix: Path, sources: Sequence[str], targets: Sequence[str]) -> None:
-    prefix.with_suffix(".src").write_text("".join(s + "\n" for s in sources))
-    prefix.with_suffix(".tgt").write_text("".join(t + "\n" for t in targets))
-
-
-def write_reversal_corpus(directory: Path, sizes: Dict[str, int] = SIZES, seed: int = 0) -> None:
-    """``{split}.src`` / ``{split}.tgt`` for every split in ``sizes``."""
-    rng = random.Random(seed)
-    for split, n in sizes.items():
-        pairs = reversal_pairs(n, rng)
-        write_parallel(directory / split, [" ".join(p) for p in pairs],
-                       [" ".join(reversed(p)) for p in pairs])
-
-
-def preprocess(raw: Path, destdir: Path, splits: Sequence[str] = ("train", "valid", "test"),
-               check: bool = True, extra: Sequence[str] = ()) -> subprocess.CompletedProcess:
-    """fairseq-preprocess of ``raw/{split}.{src,tgt}`` with a joined dictionary."""
-    prefixes = [arg for split in splits for arg in (f"--{split}pref", str(raw / split))]
-    return run("fairseq-preprocess", [
-        "--user-dir", "user_dir", "--source-lang", "src", "--target-lang", "tgt",
-        "--joined-dictionary", "--workers", "1", *prefixes, "--destdir", str(destdir), *extra,
-    ], check=check)
 
 
 def model_state(path: Path) -> Dict[str, torch.Tensor]:

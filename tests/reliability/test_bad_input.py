@@ -20,9 +20,9 @@ from fairseq import tasks
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 from tests.e2e.cli import TINY_MODEL, run
+from tests.e2e.corpus import reversal_pairs, write_parallel
 from tests.reliability.corpus import (
-    OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error, resumable_training, reversal_pairs,
-    write_parallel,
+    OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error, resumable_training,
 )
 from tests.reliability.inprocess import parse_training_args
 

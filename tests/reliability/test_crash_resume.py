@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import shutil
 
-import pytest
 import torch
 from fairseq import checkpoint_utils
 

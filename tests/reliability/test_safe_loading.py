@@ -15,7 +15,8 @@ import torch
 
 from ode_seq.checkpoint_safety import load_checkpoint
 from tests.e2e.cli import ROOT, TINY_MODEL, run
-from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, SIZES, final_error
+from tests.e2e.corpus import SIZES
+from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error
 
 # The code a hostile checkpoint would run: os.system resolves to posix.system in the pickle.
 REFUSED_GLOBAL = f"{os.system.__module__}.system"

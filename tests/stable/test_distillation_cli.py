@@ -8,7 +8,8 @@ import pytest
 
 from ode_seq.checkpoint_safety import load_checkpoint
 from tests.e2e.cli import ROOT, TINY_MODEL, run
-from tests.e2e.test_fairseq_cli import TRAIN, _write_corpus
+from tests.e2e.corpus import preprocess, write_reversal_corpus
+from tests.e2e.test_fairseq_cli import CLI_SIZES, TRAIN
 
 UPDATES = 12
 
@@ -17,13 +18,9 @@ UPDATES = 12
 def distilled(tmp_path_factory):
     """(data-bin, teacher checkpoint, student save dir, distillation log, teacher digest before)."""
     root = tmp_path_factory.mktemp("distil")
-    _write_corpus(root)
+    write_reversal_corpus(root, CLI_SIZES)
     data_bin = root / "bin"
-    run("fairseq-preprocess", [
-        "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary", "--workers", "1",
-        "--trainpref", str(root / "train"), "--validpref", str(root / "valid"),
-        "--destdir", str(data_bin),
-    ])
+    preprocess(root, data_bin, splits=("train", "valid"))
     teacher_dir = root / "teacher"
     run("fairseq-train", [
         str(data_bin), "--arch", "transformer", *TINY_MODEL, "--encoder-normalize-before",

@@ -1,11 +1,10 @@
 """Stable decoder blocks: incremental decoding equals the full forward pass; beam search."""
 import pytest
-import torch
-from fairseq.models import FairseqEncoderDecoderModel
-from fairseq.sequence_generator import SequenceGenerator
 
-from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
-from tests.test_decoder_blocks import _RecomputingDecoder
+from tests.conftest import (
+    TinyTask, assert_same_hypotheses, beam_search_with_and_without_caches, build_model,
+    incremental_decoding_error,
+)
 
 
 @pytest.mark.parametrize("kernel", ["dot", "l2"])
@@ -29,14 +28,5 @@ def test_stable_beam_search_with_caches_equals_prefix_recomputation():
         "stable_ode_transformer_l2_small", task, decoder_ode_method="rk4", decoder_ode_steps=2,
         seed=7,
     ).eval()
-    reference = FairseqEncoderDecoderModel(model.encoder, _RecomputingDecoder(model.decoder)).eval()
-    src, lengths, _ = random_batch(task, [7, 5, 9], seed=2)
-    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
-    outputs = []
-    for m in (model, reference):
-        generator = SequenceGenerator([m], task.target_dictionary, beam_size=4, max_len_b=10)
-        outputs.append(generator.generate([m], sample))
-    for cached, recomputed in zip(*outputs):
-        for a, b in zip(cached, recomputed):
-            assert torch.equal(a["tokens"], b["tokens"])
-            torch.testing.assert_close(a["positional_scores"], b["positional_scores"], atol=1e-5, rtol=0)
+    for cached, recomputed in beam_search_with_and_without_caches(model, task, beam=4, max_len_b=10):
+        assert_same_hypotheses(cached, recomputed)
