@@ -57,8 +57,9 @@ done
 [[ "$AVERAGE_LAST" =~ ^[1-9][0-9]*$ ]] || die "--average-last must be a positive number"
 [[ -d "$DATA_BIN" ]] || die "data-bin $DATA_BIN does not exist; run the prepare script first"
 require_file "$REF" "pass the detokenised references of subset '$SUBSET' with --ref"
-require_file "$CHECKPOINT_DIR/checkpoint_last.pt" "train a model into $CHECKPOINT_DIR first"
 OUT_DIR="${OUT_DIR:-$CHECKPOINT_DIR/eval-$SUBSET}"
+[[ -s "$OUT_DIR/averaged.pt" ]] \
+  || require_file "$CHECKPOINT_DIR/checkpoint_last.pt" "train a model into $CHECKPOINT_DIR first"
 mkdir -p "$OUT_DIR"
 
 # 1. Checkpoint averaging (the paper averages the last 5 epochs).

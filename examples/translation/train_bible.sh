@@ -13,6 +13,8 @@
 #   --lr LR --warmup N    peak learning rate of inverse_sqrt and its warmup (default: 1e-3, 200)
 #   --save-interval-updates N   checkpoint every N updates, the last 5 are kept (default: 50)
 #   --seed N              (default: 1)
+#   --expected-ups U      updates/s this setting reaches on an idle 2-core machine: progress lines
+#                         state it and warn early when this machine is much slower (default: none)
 # Anything after `--` is passed to fairseq-train (e.g. smaller sizes: --encoder-embed-dim 32).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -28,6 +30,7 @@ LR=1e-3
 WARMUP=200
 SAVE_INTERVAL_UPDATES=50
 SEED=1
+EXPECTED_UPS=""
 EXTRA=()
 
 while [[ $# -gt 0 ]]; do
@@ -42,6 +45,7 @@ while [[ $# -gt 0 ]]; do
     --warmup) require_option_value "$@"; WARMUP="$2"; shift 2 ;;
     --save-interval-updates) require_option_value "$@"; SAVE_INTERVAL_UPDATES="$2"; shift 2 ;;
     --seed) require_option_value "$@"; SEED="$2"; shift 2 ;;
+    --expected-ups) require_option_value "$@"; EXPECTED_UPS="$2"; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -63,6 +67,15 @@ BUDGET=()
 [[ "$STOP_HOURS" != "0.0" ]] && BUDGET+=(--stop-time-hours "$STOP_HOURS")
 [[ ${#BUDGET[@]} -gt 0 ]] || die "give a budget: --minutes M and/or --max-update N"
 
+# One progress line per 10 updates (per tenth of a shorter budget).
+LOG_INTERVAL=10
+[[ "$MAX_UPDATE" -gt 0 && "$MAX_UPDATE" -lt 100 ]] && LOG_INTERVAL=$(( MAX_UPDATE >= 10 ? MAX_UPDATE / 10 : 1 ))
+
+# fairseq's full output goes to train.log; the terminal gets progress lines with the time left.
+PROGRESS=(python "$REPO_ROOT/examples/translation/train_progress.py" --max-update "$MAX_UPDATE"
+          --log "$SAVE_DIR/train.log")
+[[ -z "$EXPECTED_UPS" ]] || PROGRESS+=(--expected-ups "$EXPECTED_UPS")
+
 # Pre-norm model, shared embeddings (joined dictionary), label-smoothed cross-entropy, Adam with
 # inverse square-root decay: the paper's recipe scaled to a CPU. A 12-minute run on two cores makes
 # only a few hundred updates, so batches are small (more updates for the same compute) and the
@@ -75,7 +88,8 @@ fairseq-train "$DATA_BIN" --user-dir "$REPO_ROOT/user_dir" --arch "$ARCH" \
   --max-tokens "$MAX_TOKENS" --seed "$SEED" "${BUDGET[@]}" \
   --save-dir "$SAVE_DIR" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates 5 \
   --no-epoch-checkpoints \
-  --log-format simple --log-interval 10 "${EXTRA[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
+  --log-format simple --log-interval "$LOG_INTERVAL" "${EXTRA[@]}" 2>&1 | "${PROGRESS[@]}" \
+  || die "fairseq-train failed (its last lines are above; the whole log: $SAVE_DIR/train.log)"
 
 require_file "$SAVE_DIR/checkpoint_last.pt" "fairseq-train stopped before saving; see $SAVE_DIR/train.log"
 touch "$SAVE_DIR/train.done"

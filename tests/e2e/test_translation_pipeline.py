@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,10 +41,13 @@ def pipeline_arch() -> str:
 
 
 ARCH = pipeline_arch()
+PREPARE_ARGS = [
+    "--train-pairs", "200", "--valid-pairs", "16", "--test-pairs", str(TEST_PAIRS),
+    "--vocab-size", "250", "--workers", "1",
+]
 DEMO_ARGS = [
-    "--arch", ARCH, "--train-pairs", "200", "--valid-pairs", "16", "--test-pairs", str(TEST_PAIRS),
-    "--vocab-size", "250", "--workers", "1", "--minutes", "0", "--max-update", "6",
-    "--save-interval-updates", "2", "--max-len-a", "0", "--max-len-b", "6", "--", *TINY_MODEL,
+    "--arch", ARCH, *PREPARE_ARGS, "--max-update", "6", "--save-interval-updates", "2",
+    "--max-len-a", "0", "--max-len-b", "6", "--", *TINY_MODEL,
 ]
 
 
@@ -55,11 +59,14 @@ def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+def demo(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, Path]:
     work = tmp_path_factory.mktemp("bible-demo")
-    result = run_script("run_bible_demo.sh", "--work-dir", str(work), *DEMO_ARGS)
+    result = run_script("run_bible_demo.sh", "--work-dir", str(work), "--keep-checkpoints", *DEMO_ARGS)
     assert result.returncode == 0, result.stderr[-4000:]
-    return work, result
+    kept = tmp_path_factory.mktemp("kept-checkpoints")
+    for checkpoint in (work / "checkpoints" / ARCH).glob("checkpoint_*_*.pt"):
+        shutil.copy(checkpoint, kept)
+    return work, result, kept
 
 
 def summary(stdout: str) -> str:
@@ -67,7 +74,7 @@ def summary(stdout: str) -> str:
 
 
 def test_demo_ends_with_tokenised_bleu_and_sacrebleu_scores_with_signatures(demo):
-    work, result = demo
+    work, result, _ = demo
     summary_text = summary(result.stdout)
     assert f"== {ARCH}" in summary_text
     assert "tokenised, compound split: BLEU = " in summary_text
@@ -79,9 +86,9 @@ def test_demo_ends_with_tokenised_bleu_and_sacrebleu_scores_with_signatures(demo
 
 
 def test_training_stops_at_the_update_budget_with_one_checkpoint_every_two_updates(demo):
-    work, _ = demo
+    work, _, kept = demo
     save_dir = work / "checkpoints" / ARCH
-    assert sorted(p.name for p in save_dir.glob("checkpoint_*_*.pt")) == [
+    assert sorted(p.name for p in kept.glob("checkpoint_*_*.pt")) == [
         "checkpoint_1_2.pt", "checkpoint_1_4.pt", "checkpoint_1_6.pt"]
     updates = re.findall(r"num_updates[ =](\d+)", (save_dir / "train.log").read_text())
     assert max(map(int, updates)) == 6
@@ -93,7 +100,7 @@ def test_evaluated_model_is_the_parameter_mean_of_the_saved_checkpoints(demo):
     from ode_seq.checkpoint_safety import load_checkpoint
 
     save_dir = demo[0] / "checkpoints" / ARCH
-    states = [load_checkpoint(str(save_dir / f"checkpoint_1_{u}.pt"))["model"] for u in (2, 4, 6)]
+    states = [load_checkpoint(str(demo[2] / f"checkpoint_1_{u}.pt"))["model"] for u in (2, 4, 6)]
     averaged = load_checkpoint(str(save_dir / "eval-test" / "averaged.pt"))["model"]
     assert averaged.keys() == states[0].keys()
     for name, value in averaged.items():
@@ -109,14 +116,53 @@ def test_every_test_sentence_is_translated_exactly_once(demo):
     assert len(references) == TEST_PAIRS
 
 
-def test_rerun_skips_every_finished_stage_and_reports_the_same_scores(demo):
-    work, first = demo
+def test_progress_lines_count_updates_and_estimate_the_time_left(demo):
+    stderr = demo[1].stderr
+    assert re.search(r"^update 1/6 \(17%\) \| loss [0-9.]+", stderr, re.M)
+    for update in range(2, 7):  # the speed is measured from the second progress line on
+        assert re.search(rf"^update {update}/6 \({round(100 * update / 6)}%\) \| loss [0-9.]+ \| "
+                         r"[0-9.]+ updates/s \| ~[0-9]+ s left$", stderr, re.M), update
+    assert "validation after 6 updates: loss" in stderr
+
+
+def test_demo_output_holds_no_library_warnings_or_model_dump(demo):
+    output = demo[1].stdout + demo[1].stderr
+    for noise in ("Warning", "tensorboardX", "hydra", "ODETransformerEncoder(", "| INFO |"):
+        assert noise not in output, noise
+
+
+def test_demo_shows_three_test_translations_next_to_their_references(demo):
+    shown = demo[1].stdout.split("Test verses translated by")[1].split("Translate your own")[0]
+    assert shown.count("  source:") == shown.count("  reference:") == shown.count("  translation:") == 3
+    sources = (demo[0] / "raw" / "test.en").read_text(encoding="utf-8").splitlines()
+    for line in re.findall(r"^  source:\s+(.*)$", shown, re.M):
+        assert line in sources
+
+
+def test_printed_commands_translate_your_own_sentence(demo):
+    commands = demo[1].stdout.split("Translate your own sentences")[1].splitlines()[1:3]
+    assert "fairseq-interactive" in commands[0] and "from_pretrained" in commands[1]
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    for command in commands:
+        result = subprocess.run(["bash", "-c", f"set -o pipefail; {command.strip()}"], capture_output=True,
+                                text=True, env=env, cwd="/", timeout=300)
+        assert result.returncode == 0, (command, result.stderr[-3000:])
+        (translation,) = result.stdout.strip().splitlines()
+        assert translation.strip(), command
+
+
+def test_rerun_skips_every_finished_stage_keeps_the_scores_and_then_only_the_model(demo):
+    work, first, _ = demo
     again = run_script("run_bible_demo.sh", "--work-dir", str(work), *DEMO_ARGS)
     assert again.returncode == 0, again.stderr[-4000:]
     for stage in ("corpus extraction", "tokenisation", "SentencePiece training", "binarisation",
                   f"training {ARCH}", "checkpoint averaging", "generation", "scoring"):
         assert f"skip {stage}" in again.stderr, stage
     assert summary(again.stdout) == summary(first.stdout)
+    save_dir = work / "checkpoints" / ARCH
+    assert not list(save_dir.glob("checkpoint*.pt"))
+    assert (save_dir / "eval-test" / "averaged.pt").is_file()
 
 
 def test_a_work_dir_refuses_other_settings(demo):
@@ -127,8 +173,7 @@ def test_a_work_dir_refuses_other_settings(demo):
 
 def test_a_work_dir_named_by_a_relative_path_is_the_same_work_dir(demo):
     relative = os.path.relpath(demo[0], REPO_ROOT)
-    prepare_args = DEMO_ARGS[2:DEMO_ARGS.index("--minutes")]
-    result = run_script("prepare_bible.sh", "--work-dir", relative, *prepare_args)
+    result = run_script("prepare_bible.sh", "--work-dir", relative, *PREPARE_ARGS)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "skip binarisation" in result.stderr
 

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Markdown table of a demo sweep (demo_sweep.sh): one row per setting.
+
+    demo_sweep_table.py --work-dir DIR [--threads N] SETTING [SETTING ...]
+
+Reads, for each setting, DIR/SETTING/options.txt (its run_bible_demo.sh options), time.txt (wall,
+user and system seconds of the whole run, written by /usr/bin/time), the sacreBLEU 13a score in
+demo.out and the number of updates in the training log.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+SCORE = re.compile(r"^sacreBLEU 13a:\s+BLEU = ([0-9.]+)", re.M)
+
+
+def row(run_dir: Path) -> Dict[str, str]:
+    wall, user, system = map(float, (run_dir / "time.txt").read_text().split()[-3:])
+    out = (run_dir / "demo.out").read_text(encoding="utf-8")
+    score = SCORE.search(out)
+    if score is None:
+        raise ValueError(f"{run_dir}/demo.out holds no sacreBLEU 13a score; rerun the setting")
+    (log,) = run_dir.glob("checkpoints/*/train.log")
+    updates = max(int(u) for u in re.findall(r"num_updates[ =](\d+)", log.read_text(encoding="utf-8")))
+    return {
+        "options": (run_dir / "options.txt").read_text(encoding="utf-8").strip(),
+        "updates": str(updates),
+        "cpu_minutes": f"{(user + system) / 60:.1f}",
+        "wall_minutes": f"{wall / 60:.1f}",
+        "bleu": score.group(1),
+    }
+
+
+def main(argv: List[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work-dir", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("settings", nargs="+")
+    args = parser.parse_args(argv)
+    print(f"Whole runs of run_bible_demo.sh, {args.threads} thread(s) each "
+          "(CPU minutes: user + system of every process of the run).\n")
+    print("| setting | run_bible_demo.sh options | updates | test sacreBLEU 13a | CPU minutes | wall minutes |")
+    print("|---|---|---|---|---|---|")
+    for name in args.settings:
+        r = row(args.work_dir / name)
+        print(f"| {name} | `{r['options']}` | {r['updates']} | {r['bleu']} | {r['cpu_minutes']} "
+              f"| {r['wall_minutes']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
