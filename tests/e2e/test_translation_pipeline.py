@@ -156,8 +156,10 @@ def test_rerun_skips_every_finished_stage_keeps_the_scores_and_then_only_the_mod
     work, first, _ = demo
     again = run_script("run_bible_demo.sh", "--work-dir", str(work), *DEMO_ARGS)
     assert again.returncode == 0, again.stderr[-4000:]
-    for stage in ("corpus extraction", "tokenisation", "SentencePiece training", "binarisation",
-                  f"training {ARCH}", "checkpoint averaging", "generation", "scoring"):
+    prepare_log = (work / "prepare.log").read_text()  # the demo keeps the preparation's messages there
+    for stage in ("corpus extraction", "tokenisation", "SentencePiece training", "binarisation"):
+        assert f"skip {stage}" in prepare_log, stage
+    for stage in (f"training {ARCH}", "checkpoint averaging", "generation", "scoring"):
         assert f"skip {stage}" in again.stderr, stage
     assert summary(again.stdout) == summary(first.stdout)
     save_dir = work / "checkpoints" / ARCH
