@@ -19,18 +19,7 @@ def test_every_fixture_has_recorded_log_probabilities():
     assert sorted(os.listdir(CHECKPOINTS)) == sorted(f"{name}.pt" for name in FIXTURES)
 
 
-# Written and recorded by the code of that day, which could not load them back: fairseq's
-# upgrade_state_dict_named reaches every layer, and the layer-history wrapper had none.
-CANNOT_LOAD_YET = {"rk2_dlcl", "rk2_whole_layer_dlcl"}
-
-
-def _fixture(name: str):
-    marks = [pytest.mark.xfail(strict=True, raises=AttributeError,
-                               reason="HistoryBlock has no upgrade_state_dict_named")]
-    return pytest.param(name, marks=marks if name in CANNOT_LOAD_YET else [])
-
-
-@pytest.mark.parametrize("name", [_fixture(n) for n in sorted(FIXTURES)])
+@pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_fixture_checkpoint_loads_and_gives_recorded_log_probabilities(name):
     (model,), _, task = checkpoint_utils.load_model_ensemble_and_task(
         [os.path.join(CHECKPOINTS, f"{name}.pt")], arg_overrides={"data": HERE}
