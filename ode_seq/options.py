@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser, options_class: type, side: Op
             else:
                 kwargs["type"] = typing.get_args(types[f.name])[0] if f.default is None else types[f.name]
                 if f.default is not None:
-                    text += f" (default: {f.default})"
+                    text += f" (default: {f.default}, or the architecture's)"
             if meta["choices"] is not None:
                 kwargs["choices"] = choices_of(options_class, f.name, s)
                 kwargs["metavar"] = meta["metavar"]
