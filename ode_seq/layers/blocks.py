@@ -249,16 +249,19 @@ def ode_blocks(stack: nn.Module) -> List[ODEBlock]:
 
 @dataclass(frozen=True)
 class BlockClasses:
-    """The encoder and decoder block classes of one layer kind."""
+    """A layer kind (its :class:`LayerKind` mixin) and its encoder and decoder block classes."""
 
+    kind: type
     encoder: type
     decoder: type
 
-    def side(self, side: str) -> type:
+    def for_side(self, side: str) -> type:
         return self.encoder if side == "encoder" else self.decoder
 
 
-LAYER_KINDS: Dict[str, BlockClasses] = {"standard": BlockClasses(EncoderBlock, DecoderBlock)}
+LAYER_KINDS: Dict[str, BlockClasses] = {
+    "standard": BlockClasses(LayerKind, EncoderBlock, DecoderBlock)
+}
 
 
 def register_layer_kind(name: str) -> Callable[[type], type]:
@@ -272,7 +275,7 @@ def register_layer_kind(name: str) -> Callable[[type], type]:
             type(f"{kind.__name__}{base.__name__}", (kind, base), {"__module__": kind.__module__})
             for base in (EncoderBlock, DecoderBlock)
         ]
-        LAYER_KINDS[name] = BlockClasses(*classes)
+        LAYER_KINDS[name] = BlockClasses(kind, *classes)
         return kind
 
     return register

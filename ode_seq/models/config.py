@@ -8,10 +8,10 @@ config and validates them, with messages that name the option, the value and the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Optional, Tuple
+from typing import Any, ClassVar, Optional, Tuple, Type
 
-from ode_seq.layers.blocks import BlockClasses
 from ode_seq.layers.fields import FIELD_FORMS
+from ode_seq.layers.kind import LayerKind
 from ode_seq.layers.layer_history import HISTORY_TYPES
 from ode_seq.options import SIDES, check_choice, choices_of, option, read_options
 from ode_seq.solvers import ADAPTIVE_METHODS, COEFFICIENT_MODES, TABLEAUS, ButcherTableau, get_tableau
@@ -58,7 +58,7 @@ class StackOptions:
     def steps(self) -> int:
         return self.ode_steps if self.ode_steps is not None else self.share_group_size
 
-    def validate(self, side: str, layers: Any, ode: "ODEOptions", kind: type) -> None:
+    def validate(self, side: str, layers: Any, ode: "ODEOptions", kind: Type[LayerKind]) -> None:
         """``layers``: fairseq's config of this side's layers (count, pre-norm, layer drop)."""
         if side == "decoder" and self.adaptive:
             raise ValueError(
@@ -145,9 +145,9 @@ class ModelOptions:
         return self.encoder if side == "encoder" else self.decoder
 
     @classmethod
-    def read(cls, cfg: Any, classes: BlockClasses) -> "ModelOptions":
-        """The options in fairseq's model config ``cfg`` (a TransformerConfig), validated."""
-        kind = classes.encoder
+    def read(cls, cfg: Any, kind: Type[LayerKind]) -> "ModelOptions":
+        """The options in fairseq's model config ``cfg`` (a TransformerConfig) for a model of
+        layer kind ``kind``, validated."""
         stacks = [read_options(cfg, StackOptions, side) for side in SIDES]
         if kind.one_block_per_stack:
             stacks = [replace(s, share_group_size=getattr(cfg, side).layers) for s, side in zip(stacks, SIDES)]
@@ -156,7 +156,7 @@ class ModelOptions:
         options.validate(cfg, kind)
         return options
 
-    def validate(self, cfg: Any, kind: type) -> None:
+    def validate(self, cfg: Any, kind: Type[LayerKind]) -> None:
         self.ode.validate()
         for side in SIDES:
             self.stack(side).validate(side, getattr(cfg, side), self.ode, kind)

@@ -32,8 +32,10 @@ class ODETransformerModel(TransformerModel):
     @classmethod
     def option_classes(cls) -> List[Tuple[type, Optional[str]]]:
         """(options class, side) of every option of the model beyond fairseq's Transformer."""
-        kind = cls.block_classes().encoder.options_class
-        return [(StackOptions, "both"), (ODEOptions, None)] + ([(kind, None)] if kind else [])
+        kind_options = cls.block_classes().kind.options_class
+        return [(StackOptions, "both"), (ODEOptions, None)] + (
+            [(kind_options, None)] if kind_options else []
+        )
 
     @classmethod
     def add_args(cls, parser) -> None:
@@ -46,7 +48,7 @@ class ODETransformerModel(TransformerModel):
         """fairseq's config, the model's ODE options (read and validated), the block classes."""
         cfg = TransformerConfig.from_namespace(cfg)
         classes = cls.block_classes()
-        return cfg, ModelOptions.read(cfg, classes), classes
+        return cfg, ModelOptions.read(cfg, classes.kind), classes
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):

@@ -39,7 +39,8 @@ class BlockBuilder:
         self.stack = options.stack(side)
         self.ode = options.ode
         self.kind_options = options.kind
-        self.block_class = classes.side(side)
+        self.kind = classes.kind
+        self.block_class = classes.for_side(side)
         self.built = 0
         self.shared_gate: Optional[nn.Module] = None
 
@@ -61,7 +62,7 @@ class BlockBuilder:
         return FixedGridSolver(
             tableau, steps=stack.steps, interval=interval,
             combine=self.combiner(tableau, embed_dim), checkpoint_stages=ode.checkpoint_stages,
-            nodes=self.block_class.solver_nodes(tableau),
+            nodes=self.kind.solver_nodes(tableau),
         )
 
     def build(self, cfg: Any, **layer_options: Any) -> nn.Module:
