@@ -74,19 +74,19 @@ def add_trajectories(report: Report, inputs: AnalysisInputs) -> None:
             report.skip(name, reason)
         return
     plots.plot_trajectory_norms(stats, report.figure("trajectory"))
+    kinds = ", ".join(sorted({r.coefficients for s in STACKS for r in records[s]}))
     learned = {s: v for s, v in stats.items() if v[0]["coefficients"] in ("gate", "free")}
     if learned:
         plots.plot_coefficients(learned, report.figure("coefficients"))
     else:
-        report.skip("coefficients", "all blocks use the tableau's fixed weights b "
-                    "(--ode-coefficients fixed, or one-stage methods)")
+        report.skip("coefficients", "all blocks use their method's fixed weights (the tableau's "
+                    f"b: --ode-coefficients fixed, or one-stage methods; coefficients: {kinds})")
     gates = {s: [r.weights for r in records[s]] for s in STACKS
              if records[s] and records[s][0].coefficients == "gate"}
     if gates:
         plots.plot_gate_distributions(gates, report.figure("gates"))
     else:
-        kinds = sorted({r.coefficients for s in STACKS for r in records[s]})
-        report.skip("gates", f"no learned gates (coefficients: {', '.join(kinds)})")
+        report.skip("gates", f"no learned gates (coefficients: {kinds})")
 
 
 def add_spectra(report: Report, model: nn.Module) -> None:
