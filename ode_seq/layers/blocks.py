@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from fairseq.incremental_decoding_utils import with_incremental_state
@@ -35,14 +35,13 @@ from ode_seq.solvers import (
     FixedGridSolver,
     ObserverGroup,
     SolveObserver,
+    Solver,
     VectorField,
 )
 
 from .fields import LayerField
 from .kind import LayerKind
 from .stage_caches import IncrementalState, reorder_stage_states, stage_state
-
-Solver = Union[FixedGridSolver, AdaptiveSolver]
 
 logger = logging.getLogger(__name__)
 

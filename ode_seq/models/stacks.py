@@ -15,9 +15,9 @@ from fairseq.models.transformer import TransformerDecoderBase, TransformerEncode
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import nn
 
-from ode_seq.layers.blocks import BlockClasses, BlockSpec, Solver
+from ode_seq.layers.blocks import BlockClasses, BlockSpec
 from ode_seq.layers.layer_history import HistoryBlock, LayerHistory
-from ode_seq.solvers import AdaptiveSolver, ButcherTableau, FixedGridSolver, build_combiner
+from ode_seq.solvers import AdaptiveSolver, ButcherTableau, FixedGridSolver, Solver, build_combiner
 
 from .config import ModelOptions
 

@@ -6,11 +6,15 @@ Butcher tableaus (:mod:`.tableaus`) for the fixed grid (:mod:`.fixed_grid`, wher
 convention is documented), torchdiffeq's embedded pairs for adaptive steps (:mod:`.adaptive`).
 Output weights of a step, fixed or learned, are :mod:`.coefficients`. Nothing here imports fairseq.
 """
+from typing import Union
+
 from .adaptive import ADAPTIVE_METHODS, AdaptiveMethod, AdaptiveSolver
 from .coefficients import COEFFICIENT_MODES, FixedWeights, FreeWeights, StageGate, build_combiner
 from .fixed_grid import FixedGridSolver, VectorField, weighted_sum
 from .observers import EvaluationCounter, ObserverGroup, SolveObserver
 from .tableaus import TABLEAUS, ButcherTableau, get_tableau
+
+Solver = Union[FixedGridSolver, AdaptiveSolver]
 
 __all__ = [
     "ADAPTIVE_METHODS",
@@ -24,6 +28,7 @@ __all__ = [
     "FreeWeights",
     "ObserverGroup",
     "SolveObserver",
+    "Solver",
     "StageGate",
     "TABLEAUS",
     "VectorField",
