@@ -29,7 +29,7 @@ def run_compiled_blocks(context: RunContext) -> List[Row]:
     eager = context.build(ode(eager_label, s.rk_blocks, 1, "rk4")).encoder
     compiled = copy.deepcopy(eager)
     for block in compiled.layers:
-        block.forward = torch.compile(block.forward, dynamic=False)
+        block.compile(dynamic=False)
     rows: List[Row] = []
     for backward, metric in ((True, "source tokens/s (fwd+bwd)"),
                              (False, "source tokens/s (eval forward)")):

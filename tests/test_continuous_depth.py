@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 import torch
+from fairseq.logging import metrics
 
+from ode_seq.solvers import EvaluationCounter
 from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
 
 
@@ -111,11 +113,24 @@ def test_adaptive_solve_in_training_fixes_dropout_masks_so_steps_stay_few():
         attention_dropout=0.3, activation_dropout=0.3,
     )
     block = model.encoder.layers[0]
-    solver = block.integration.adaptive
     y = torch.randn(6, 2, 32)
     counts = {}
     for mode in ("eval", "train"):
         getattr(model, mode)()
+        counter = EvaluationCounter()
         with torch.no_grad():
-            _, counts[mode] = solver.solve(lambda z: block.field(z, None), y, None)
+            block.solver.solve(block.vector_field(None), y, counter)
+        counts[mode] = counter.count
     assert counts["train"] <= 2 * counts["eval"], counts
+
+
+def test_adaptive_encoder_logs_its_function_evaluations_as_a_metric():
+    task = TinyTask()
+    model = build_model("ode_transformer_parallel", task, encoder_ode_method="dopri5").eval()
+    evaluations = []
+    for block in model.encoder.layers:
+        block.fc1.register_forward_hook(lambda module, args, out: evaluations.append(1))
+    src, lengths, _ = random_batch(task, [5, 7])
+    with metrics.aggregate() as logged, torch.no_grad():
+        model.encoder(src, src_lengths=lengths)
+    assert logged["encoder_nfe"].sum == len(evaluations) > 0

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from ode_seq.tableaus import TABLEAUS
+from ode_seq.solvers.tableaus import TABLEAUS
 from tests.conftest import (
     TinyTask, assert_same_hypotheses, beam_search_with_and_without_caches, build_model,
     incremental_decoding_error, random_batch,

@@ -1,6 +1,7 @@
 """ODE encoder blocks: Euler is fairseq's pre-norm Transformer; RK blocks match their formulas."""
 import pytest
 import torch
+from fairseq.modules.layer_drop import LayerDropModuleList
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
 from tests.conftest import TinyTask, build_model, random_batch
@@ -124,6 +125,10 @@ def test_vanilla_checkpoint_initialises_an_rk_model(task):
         (dict(encoder_relative_positions=-2), r"--encoder-relative-positions must be >= 0"),
         (dict(encoder_layer_history="sparse"), r"--encoder-layer-history 'sparse' is not valid"),
         (dict(ode_checkpoint_stages=True, checkpoint_activations=True), r"not both"),
+        (dict(encoder_layerdrop=0.2, encoder_layer_history="dense"),
+         r"--encoder-layerdrop 0.2 drops blocks, but with --encoder-layer-history dense every "
+         r"block's output is a history state that later blocks read: pass --encoder-layerdrop 0 "
+         r"or --encoder-layer-history none"),
     ],
 )
 def test_invalid_options_fail_at_model_build_naming_option_and_values(overrides, message):
@@ -131,22 +136,31 @@ def test_invalid_options_fail_at_model_build_naming_option_and_values(overrides,
         build_model("ode_transformer_rk4", TinyTask(), **overrides)
 
 
+def test_layerdrop_drops_whole_ode_blocks_in_training(task):
+    no_dropout = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    model = build_model("ode_transformer_rk4", task, encoder_layerdrop=0.5, **no_dropout).train()
+    assert isinstance(model.encoder.layers, LayerDropModuleList)
+    src, lengths, _ = random_batch(task, [5, 3])
+    torch.manual_seed(3)
+    runs = {tuple(_encode(model, src, lengths).flatten()[:4].tolist()) for _ in range(8)}
+    assert len(runs) > 1  # which blocks run changes from pass to pass
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(_encode(model, src, lengths), _encode(model, src, lengths))
+
+
 def _poison_stage(block, bad_stage: int):
-    """Make the layer's field return inf at ``bad_stage`` (counted per call)."""
-    field = block.field
+    """Make the layer's field return inf at its ``bad_stage``-th evaluation (a hook on fc2)."""
     calls = {"n": 0}
 
-    def poisoned(*args, **kwargs):
-        out = field(*args, **kwargs)
+    def poisoned(module, args, out):
         calls["n"] += 1
         if calls["n"] - 1 == bad_stage:
-            k = out[0] if isinstance(out, tuple) else out
-            k = k.clone()
-            k[0, 0, 0] = float("inf")
-            return (k, out[1]) if isinstance(out, tuple) else k
+            out = out.clone()
+            out[0, 0, 0] = float("inf")
         return out
 
-    block.field = poisoned
+    block.fc2.register_forward_hook(poisoned)
 
 
 def test_non_finite_stage_output_is_reported_with_block_stage_and_method(task):
@@ -174,7 +188,7 @@ def test_non_finite_half_precision_stage_is_a_warning_not_a_crash(task, caplog):
 def test_relative_attention_with_zero_relative_keys_equals_fairseq_attention():
     from fairseq.modules.multihead_attention import MultiheadAttention
 
-    from ode_seq.relative_attention import RelativePositionSelfAttention
+    from ode_seq.layers.relative_attention import RelativePositionSelfAttention
 
     torch.manual_seed(0)
     rel = RelativePositionSelfAttention(32, 4, max_relative_position=3).eval()

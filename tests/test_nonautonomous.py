@@ -2,8 +2,8 @@
 import pytest
 import torch
 
+from ode_seq.cli.export import discrete_state_dict
 from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
-from user_dir.export_transformer import discrete_state_dict
 
 
 def _make_time_dependent(model, seed=0):

@@ -1,4 +1,5 @@
-"""ode-seq's fairseq plugin: ``--user-dir user_dir`` registers models, architectures, criterions."""
+"""ode-seq's fairseq plugin: ``--user-dir user_dir`` registers the models, architectures and
+criterions of :mod:`ode_seq.models` and applies :mod:`ode_seq.fairseq_fixes`."""
 import os
 import sys
 
@@ -6,6 +7,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from . import fairseq_fixes, models, criterions  # noqa: E402,F401  (registration)
+import ode_seq.models  # noqa: E402,F401  (registration)
+from ode_seq.fairseq_fixes import apply_fixes  # noqa: E402
 
-fairseq_fixes.apply()
+apply_fixes()

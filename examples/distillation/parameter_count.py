@@ -27,7 +27,7 @@ def main() -> None:
     from fairseq import checkpoint_utils, utils
 
     utils.import_user_module(argparse.Namespace(user_dir=os.path.join(REPO_ROOT, "user_dir")))
-    from ode_seq.distillation import interface_parameters
+    from ode_seq.models.teacher import interface_parameters
 
     models, _ = checkpoint_utils.load_model_ensemble([args.checkpoint], arg_overrides={"data": args.data_bin})
     model = models[0]

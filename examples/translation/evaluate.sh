@@ -69,7 +69,7 @@ if ! stage_done "$MODEL" "checkpoint averaging"; then
     cp "$CHECKPOINT_DIR/checkpoint_last.pt" "$MODEL.tmp"
     publish "$MODEL.tmp" "$MODEL"
   else
-    python -m ode_seq.average_checkpoints --inputs "$CHECKPOINT_DIR" \
+    python -m ode_seq.cli.average --inputs "$CHECKPOINT_DIR" \
       "--num-$CHECKPOINT_KIND-checkpoints" "$AVERAGE_LAST" --output "$MODEL"
   fi
 fi

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from ode_seq.tableaus import get_tableau  # noqa: E402
+from ode_seq.solvers.tableaus import get_tableau  # noqa: E402
 
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")

@@ -4,5 +4,5 @@
 - :mod:`.spectra` (matrices) and :mod:`.layer_weights` (fairseq layers → matrices);
 - :mod:`.lyapunov` (QR method) and :mod:`.token_sensitivity` (per-token exponents of a model);
 - :mod:`.solver_counts`: NFE of adaptive solvers, score against step count;
-- :mod:`.plots`, :mod:`.report`; the command is ``python -m ode_seq.analyze``.
+- :mod:`.plots`, :mod:`.report`; the command is ``python -m ode_seq.cli.analyze``.
 """

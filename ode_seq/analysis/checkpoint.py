@@ -1,7 +1,7 @@
 """Loading a trained model, its task and analysis inputs the way fairseq's tools do.
 
 The plugin directory is imported first (``--user-dir`` semantics), which registers the models
-and allow-lists the types fairseq pickles (:mod:`ode_seq.checkpoint_safety`); fairseq then
+and allow-lists the types fairseq pickles (:mod:`ode_seq.checkpoint_files`); fairseq then
 loads the checkpoint with torch's ``weights_only`` unpickler, so no pickled code can run.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Dict, Tuple
 from fairseq import checkpoint_utils, utils
 from torch import Tensor, nn
 
-from ..checkpoint_safety import allow_fairseq_checkpoint_types
+from ode_seq.checkpoint_files import allow_fairseq_checkpoint_types
 
 
 def load_model(path: str, data: str, user_dir: str) -> Tuple[nn.Module, object]:

@@ -39,7 +39,7 @@ def _axes_grid(rows: int, cols: int, width: float, height: float):
 
 
 def plot_trajectory_norms(stats: Mapping[str, Sequence[Mapping]], path: str) -> None:
-    """Per stack: ‖state‖ at stage inputs along depth t = l + c_i; ‖k_i‖ per block and stage.
+    """Per stack: ‖state‖ at stage inputs along depth; mean ‖k_i‖ per block and stage i.
 
     ``stats[stack]`` is the list of per-block statistics of :mod:`.trajectories`.
     """
@@ -53,23 +53,25 @@ def plot_trajectory_norms(stats: Mapping[str, Sequence[Mapping]], path: str) -> 
                 times.append(t)
                 means.append(m["mean"])
                 stds.append(m["std"])
-        times.append(blocks[-1]["block"] + 1.0)
+        times.append(blocks[-1]["end_time"])
         means.append(blocks[-1]["state_out_norm"]["mean"])
         stds.append(blocks[-1]["state_out_norm"]["std"])
         means_a, stds_a = np.array(means), np.array(stds)
         row[0].plot(times, means_a, "o-", color="black", ms=3, label="mean over tokens")
         row[0].fill_between(times, means_a - stds_a, means_a + stds_a, alpha=0.25, label="± std")
-        row[0].set(title=f"{stack}: state norm along depth", xlabel="depth t (block l + c_i)",
+        row[0].set(title=f"{stack}: state norm along depth", xlabel="depth t (stage times)",
                    ylabel="‖state‖ per token")
         row[0].legend(fontsize=8)
-        stages = max(len(b["stage_output_norm"]) for b in blocks)
-        for i in range(stages):
-            having = [b for b in blocks if i < len(b["stage_output_norm"])]
-            xs = [b["block"] for b in having]
-            ys = [b["stage_output_norm"][i]["mean"] for b in having]
+        for i in range(max(b["stages"] for b in blocks)):
+            xs, ys = [], []
+            for b in blocks:
+                norms = [m["mean"] for m, j in zip(b["stage_output_norm"], b["stage_indices"]) if j == i]
+                if norms:
+                    xs.append(b["block"])
+                    ys.append(float(np.mean(norms)))
             row[1].plot(xs, ys, "o-", ms=3, color=STAGE_COLORS[i % 10], label=f"$k_{i + 1}$")
         row[1].set(title=f"{stack}: stage output norms ({blocks[0]['method']})", xlabel="block l",
-                   ylabel="‖$k_i$‖ per token (mean)")
+                   ylabel="‖$k_i$‖ per token (mean over steps)")
         row[1].set_xticks([b["block"] for b in blocks])
         row[1].legend(fontsize=8)
     fig.suptitle("Trajectory statistics on validation data")
@@ -78,7 +80,7 @@ def plot_trajectory_norms(stats: Mapping[str, Sequence[Mapping]], path: str) -> 
 
 
 def plot_coefficients(stats: Mapping[str, Sequence[Mapping]], path: str) -> None:
-    """Per stack: mean output weight w_i per block (tableau b_i dashed) and h_eff = Σ_i w_i."""
+    """Per stack: mean output weight w_i per block (tableau b_i dashed) and h_eff = h Σ_i w_i."""
     stacks = [s for s in stats if stats[s]]
     fig, axes = _axes_grid(len(stacks), 1, 7.5, 3.4)
     for ax, stack in zip(axes[:, 0], stacks):
@@ -92,7 +94,7 @@ def plot_coefficients(stats: Mapping[str, Sequence[Mapping]], path: str) -> None
             ax.plot(xs, [b["tableau_b"][i] for b in blocks], "--", color=color, alpha=0.6,
                     label=f"$b_{i + 1}$ ({blocks[0]['method']})")
         ax.plot(xs, [b["effective_step_size"] for b in blocks], "s-", color="black", ms=4,
-                label="$h_{eff} = \\sum_i w_i$")
+                label="$h_{eff} = h \\sum_i w_i$")
         ax.set(title=f"{stack}: output weights ({blocks[0]['coefficients']})", xlabel="block l",
                ylabel="weight")
         ax.set_xticks(xs)
@@ -198,16 +200,16 @@ def plot_spectra_along_depth(
 
 
 def plot_lyapunov_heatmap(panels: Mapping[str, Mapping[str, object]], path: str) -> None:
-    """Per stack: running max exponent of the last position w.r.t. each token, by block.
+    """Per stack: running max exponent of the last position w.r.t. each token, by solver step.
 
-    ``panels[stack]`` has 'tokens' (labels) and 'running_max_by_block' (L × T).
+    ``panels[stack]`` has 'tokens' (labels) and 'running_max_by_step' (steps × T).
     """
     stacks = list(panels)
     widths = [max(len(panels[s]["tokens"]), 4) for s in stacks]
     fig, axes = plt.subplots(len(stacks), 1, squeeze=False,
                              figsize=(min(2.5 + 0.42 * max(widths), 16), 2.6 * len(stacks) + 0.6))
     for ax, stack in zip(axes[:, 0], stacks):
-        grid = np.asarray(panels[stack]["running_max_by_block"])
+        grid = np.asarray(panels[stack]["running_max_by_step"])
         tokens: List[str] = list(panels[stack]["tokens"])
         tokens[-1] += " (j)"
         # Position j itself keeps its identity path (exponent near 0) and would flatten the
@@ -220,7 +222,7 @@ def plot_lyapunov_heatmap(panels: Mapping[str, Mapping[str, object]], path: str)
         ax.set_yticks(range(grid.shape[0]))
         ax.set_yticklabels([str(l + 1) for l in range(grid.shape[0])])
         ax.set(title=f"{stack}: FTLE of the last position j w.r.t. token k",
-               xlabel="input token k", ylabel="after block")
+               xlabel="input token k", ylabel="after solver step")
         fig.colorbar(image, ax=ax, extend="max").set_label("max exponent (k ≠ j)")
     fig.suptitle("Token-level finite-time Lyapunov exponents (QR method)")
     fig.tight_layout()

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from . import plots
 from .layer_weights import stack_weights
-from .solver_counts import nfe_against_length, nfe_modules
+from .solver_counts import adaptive_blocks, nfe_against_length
 from .spectra import layer_spectra, spectrum_summary
 from .token_sensitivity import sensitivity_json, sentence_sensitivity
 from .trajectories import record_trajectories
@@ -74,19 +74,19 @@ def add_trajectories(report: Report, inputs: AnalysisInputs) -> None:
             report.skip(name, reason)
         return
     plots.plot_trajectory_norms(stats, report.figure("trajectory"))
-    learned = {s: v for s, v in stats.items() if v[0]["coefficients"] != "fixed"}
+    kinds = ", ".join(sorted({r.coefficients for s in STACKS for r in records[s]}))
+    learned = {s: v for s, v in stats.items() if v[0]["coefficients"] in ("gate", "free")}
     if learned:
         plots.plot_coefficients(learned, report.figure("coefficients"))
     else:
-        report.skip("coefficients", "all blocks use the tableau's fixed weights b "
-                    "(--ode-coefficients fixed, or one-stage methods)")
+        report.skip("coefficients", "all blocks use their method's fixed weights (the tableau's "
+                    f"b: --ode-coefficients fixed, or one-stage methods; coefficients: {kinds})")
     gates = {s: [r.weights for r in records[s]] for s in STACKS
              if records[s] and records[s][0].coefficients == "gate"}
     if gates:
         plots.plot_gate_distributions(gates, report.figure("gates"))
     else:
-        kinds = sorted({r.coefficients for s in STACKS for r in records[s]})
-        report.skip("gates", f"no learned gates (coefficients: {', '.join(kinds)})")
+        report.skip("gates", f"no learned gates (coefficients: {kinds})")
 
 
 def add_spectra(report: Report, model: nn.Module) -> None:
@@ -130,14 +130,14 @@ def add_lyapunov(report: Report, inputs: AnalysisInputs) -> None:
 
 
 def add_solver_counts(report: Report, inputs: AnalysisInputs) -> None:
-    if nfe_modules(inputs.model.encoder):
+    if adaptive_blocks(inputs.model.encoder):
         tokens = inputs.batch["net_input"]["src_tokens"]
         sources = [row[row.ne(inputs.pad)] for row in tokens]
         lengths, nfe = nfe_against_length(inputs.model, sources)
         report.data["nfe_vs_length"] = {"lengths": lengths, "nfe": nfe}
         plots.plot_nfe_vs_length(lengths, nfe, report.figure("nfe_vs_length"))
     else:
-        report.skip("nfe_vs_length", "no adaptive solver: no encoder module reports an NFE count")
+        report.skip("nfe_vs_length", "no adaptive solver: no encoder block solves adaptively")
     if inputs.step_scores is not None:
         report.data["score_vs_steps"] = inputs.step_scores
         plots.plot_score_vs_steps(inputs.step_scores["steps"], inputs.step_scores["scores"],

@@ -1,9 +1,8 @@
 """Function-evaluation counts of adaptive solvers, and step-count/score measurements.
 
-Protocol for adaptive solvers: a module that integrates adaptively exposes an integer attribute
-``nfe``, the number of vector-field evaluations of its most recent forward pass. The NFE of a
-sentence is the sum over such modules after encoding that sentence alone (an adaptive step size
-is shared by a batch, so sentences are solved one at a time).
+The NFE of a sentence is the number of vector-field evaluations of the encoder's adaptive
+blocks when that sentence is encoded alone (an adaptive step size is shared by a batch, so
+sentences are solved one at a time), counted by an observer of each block's solve.
 
 Step-count adaptation is measured outside this tool (a model evaluated at several step counts);
 its results come as JSON ``{"steps": [...], "scores": [...], "metric": "BLEU"}``.
@@ -16,23 +15,31 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
+from ode_seq.layers.blocks import ode_blocks
+from ode_seq.solvers import AdaptiveSolver, EvaluationCounter
 
-def nfe_modules(model: nn.Module) -> List[nn.Module]:
-    """Modules that report an NFE count (see the module docstring)."""
-    return [m for m in model.modules() if isinstance(getattr(m, "nfe", None), int)]
+
+def adaptive_blocks(stack: nn.Module) -> List[nn.Module]:
+    """The blocks of ``stack`` that solve adaptively."""
+    return [b for b in ode_blocks(stack) if isinstance(b.solver, AdaptiveSolver)]
 
 
 def nfe_against_length(
     model: nn.Module, sources: Sequence[Tensor]
 ) -> Tuple[List[int], List[int]]:
     """(source lengths, encoder NFE) for each source sentence, encoded one at a time."""
-    counters = nfe_modules(model.encoder)
+    counters = [EvaluationCounter() for _ in adaptive_blocks(model.encoder)]
+    handles = [b.register_observer(c) for b, c in zip(adaptive_blocks(model.encoder), counters)]
     lengths, counts = [], []
-    with torch.no_grad():
-        for source in sources:
-            model.encoder(source[None], torch.tensor([source.numel()]))
-            lengths.append(int(source.numel()))
-            counts.append(sum(m.nfe for m in counters))
+    try:
+        with torch.no_grad():
+            for source in sources:
+                model.encoder(source[None], torch.tensor([source.numel()]))
+                lengths.append(int(source.numel()))
+                counts.append(sum(c.count for c in counters))
+    finally:
+        for handle in handles:
+            handle.remove()
     return lengths, counts
 
 

@@ -1,11 +1,13 @@
 """Token-level Lyapunov exponents of a translation model on one sentence pair.
 
-The encoder map of block l is x^{l+1} = B_l(x^l) on the source states (T_src, d); the decoder
-map is the decoder block under teacher forcing, x^{l+1} = B_l(x^l; encoder output) on the target
-prefix (T_tgt, d) with the causal mask, the encoder output held fixed. Each block's call is
-captured (arguments included) during one forward pass and replayed on perturbed states, so the
-maps are exactly the model's blocks. Stacks with layer history (DLCL) are skipped: their state
-is the whole history, not the previous block's output.
+The maps are the solver steps of the stacks: x^{n+1} = Φ_n(x^n) on the source states (T_src, d)
+for the encoder; for the decoder under teacher forcing on the target prefix (T_tgt, d) with the
+causal mask, the encoder output held fixed. A fixed-grid block of N steps is N maps of time step
+h (a non-autonomous stack is N maps with weights θ(t_n)); an adaptive block and a plain fairseq
+layer are one map over their interval. Each layer's call is captured (arguments included) during
+one forward pass and replayed on perturbed states, so the maps are exactly the model's. Stacks
+with layer history (DLCL) are skipped: their state is the whole history, not the previous
+block's output.
 """
 from __future__ import annotations
 
@@ -16,7 +18,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..blocks import HistoryBlock
+from ode_seq.layers.blocks import ODEBlock
+from ode_seq.layers.layer_history import HistoryBlock
+from ode_seq.solvers import FixedGridSolver
+
 from .layer_weights import stack_layers
 from .lyapunov import TokenLyapunov, token_lyapunov_exponents
 
@@ -68,6 +73,21 @@ def block_map(layer: nn.Module, args: tuple, kwargs: dict) -> Callable[[Tensor],
     return f
 
 
+def step_maps(layer: nn.Module, args: tuple, kwargs: dict) -> List[Tuple[Callable[[Tensor], Tensor], float]]:
+    """(map, time step) for each solver step of a fixed-grid block, else the whole layer's call."""
+    solver = getattr(layer, "solver", None)
+    if not isinstance(layer, ODEBlock) or not isinstance(solver, FixedGridSolver):
+        return [(block_map(layer, args, kwargs), solver.interval if solver is not None else 1.0)]
+
+    def batch_of_one(step: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+        return lambda x: step(x.unsqueeze(1)).squeeze(1)
+
+    return [
+        (batch_of_one(layer.step_map(n, *args[1:], **kwargs)), solver.step_size)
+        for n in range(solver.steps)
+    ]
+
+
 def stack_sensitivity(
     stack: nn.Module, calls: List[BlockCall], tokens: List[str], num_exponents: Optional[int]
 ) -> StackSensitivity:
@@ -79,10 +99,11 @@ def stack_sensitivity(
         ))
     if not calls:
         return StackSensitivity(tokens, skipped="the stack has no layers")
-    maps = [block_map(*call) for call in calls]
+    steps = [step for call in calls for step in step_maps(*call)]
     x0 = calls[0][1][0].squeeze(1).detach()
     return StackSensitivity(tokens, token_lyapunov_exponents(
-        maps, x0, position=-1, dt=1.0, num_exponents=num_exponents
+        [f for f, _ in steps], x0, position=-1, dt=sum(dt for _, dt in steps) / len(steps),
+        num_exponents=num_exponents,
     ))
 
 
@@ -133,7 +154,7 @@ LEADING_EXPONENTS = 8
 
 
 def sensitivity_json(sensitivity: StackSensitivity) -> SensitivityJSON:
-    """Tokens, per-token scores (max exponent), running maxima by block, leading exponents."""
+    """Tokens, per-token scores (max exponent), running maxima by solver step, leading exponents."""
     if sensitivity.result is None:
         return {"tokens": sensitivity.tokens, "skipped": sensitivity.skipped or ""}
     result = sensitivity.result
@@ -142,6 +163,6 @@ def sensitivity_json(sensitivity: StackSensitivity) -> SensitivityJSON:
         "tokens": sensitivity.tokens,
         "position": len(sensitivity.tokens) - 1,
         "scores": result.scores.tolist(),
-        "running_max_by_block": result.running_max.tolist(),
+        "running_max_by_step": result.running_max.tolist(),
         "leading_exponents": leading.tolist(),
     }

@@ -1,54 +1,54 @@
-"""Trajectory statistics of Runge–Kutta blocks, recorded without changing the model.
+"""Trajectory statistics of Runge–Kutta blocks, recorded by observing their solves.
 
-For block l with input y_l (time t = l, step h = 1) the recorder sees every stage input
-z_i = y_l + Σ_{j<i} a_ij k_j (time l + c_i), every stage output k_i = F(z_i) and the output
-y_{l+1} = y_l + Σ_i w_i k_i. It wraps the instance's ``field`` (the block's forward looks it up
-on the instance) and uses forward hooks; the combiner gives the output weights w, per token for
-learned gates, one vector for fixed or free weights. The effective step size of a block is
-h_eff = Σ_i w_i (w = h·b for a tableau with Σ b = 1): 1 for gates and fixed weights, learned
-for free weights. Norms are per-token L2 norms over non-padding positions.
+Block l solves over [t_l, t_l + T_l] (t_l: the end of the previous block). The observer sees
+every evaluation: the stage input z = y_n + h Σ_{j<i} a_ij k_j at depth t_l + (n + c_i) h, the
+stage output k_i = F(z), and the block's input and output. For a fixed grid the block's combiner
+gives the output weights w of every step (per token for learned gates, one vector for fixed or
+free weights); the effective step size is h_eff = h Σ_i w̄_i (w̄: mean over tokens and steps),
+which is h for gates and fixed weights (Σ b = 1) and learned for free weights. Adaptive blocks
+report their method, evaluations per step and NFE; their stage depths are the times at which
+the solver evaluated. Norms are per-token L2 norms over non-padding positions.
 """
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..blocks import DecoderODEBlock, EncoderODEBlock
-from ..coefficients import FixedWeights, FreeWeights, StageGate
+from ode_seq.layers.blocks import ode_blocks
+from ode_seq.solvers import AdaptiveSolver, FixedWeights, FreeWeights, SolveObserver, StageGate
 
 GATE_BINS = np.linspace(0.0, 1.0, 21)
 
 
-def ode_blocks(stack: nn.Module) -> List[nn.Module]:
-    """The Runge–Kutta blocks of an encoder or decoder, in order (wrappers looked through)."""
-    return [m for m in stack.modules() if isinstance(m, (EncoderODEBlock, DecoderODEBlock))]
-
-
 def coefficient_kind(block: nn.Module) -> str:
-    """'gate' (per-token learned weights), 'free' (learned scalars) or 'fixed' (tableau b)."""
-    if isinstance(block.combiner, StageGate):
-        return "gate"
-    if isinstance(block.combiner, FreeWeights):
-        return "free"
-    if isinstance(block.combiner, FixedWeights):
-        return "fixed"
-    raise TypeError(f"unknown Runge-Kutta combiner {type(block.combiner).__name__}")
+    """'gate' (per-token learned weights), 'free' (learned scalars), 'fixed' (tableau b) or
+    'adaptive' (an embedded pair's own weights)."""
+    if isinstance(block.solver, AdaptiveSolver):
+        return "adaptive"
+    kinds = {StageGate: "gate", FreeWeights: "free", FixedWeights: "fixed"}
+    return kinds[type(block.combiner)]
 
 
 @dataclass
 class BlockTrajectory:
-    """What one block did on one batch: per-token norms over non-pad tokens and the output
-    weights, (tokens, s) for a gate or (s,) for fixed and free weights."""
+    """What one block did on one batch: per-token norms over non-pad tokens, per evaluation in
+    order, and the output weights, (steps·tokens, s) for a gate or (s,) for fixed and free
+    weights (empty for an adaptive solve)."""
 
     index: int
     method: str
     coefficients: str
+    steps: Optional[int]
+    stages: int
+    step_size: Optional[float]
+    end_time: float
     stage_times: List[float]
+    stage_indices: List[int]
     tableau_b: List[float]
     state_in: np.ndarray
     state_out: np.ndarray
@@ -64,7 +64,13 @@ class BlockTrajectory:
             "block": self.index,
             "method": self.method,
             "coefficients": self.coefficients,
+            "steps": self.steps,
+            "stages": self.stages,
+            "nfe": len(self.stage_times),
+            "step_size": self.step_size,
+            "end_time": self.end_time,
             "stage_times": self.stage_times,
+            "stage_indices": self.stage_indices,
             "tableau_b": self.tableau_b,
             "state_in_norm": _moments(self.state_in),
             "state_out_norm": _moments(self.state_out),
@@ -72,7 +78,9 @@ class BlockTrajectory:
             "stage_input_norm": [_moments(v) for v in self.stage_inputs],
             "stage_output_norm": [_moments(v) for v in self.stage_outputs],
             "mean_weights": [float(w) for w in mean_weights],
-            "effective_step_size": float(mean_weights.sum()),
+            "effective_step_size": (
+                None if self.step_size is None else self.step_size * float(mean_weights.sum())
+            ),
         }
         if self.weights.ndim == 2:
             stats["gate"] = {
@@ -95,6 +103,57 @@ def _per_token(x: Tensor, keep: Tensor) -> np.ndarray:
     return values[keep].detach().cpu().numpy()
 
 
+class _BlockObserver(SolveObserver):
+    """Collects one solve of block ``index`` and appends its :class:`BlockTrajectory`."""
+
+    def __init__(self, recorder: "TrajectoryRecorder", index: int, block: nn.Module) -> None:
+        self.recorder, self.index, self.block = recorder, index, block
+
+    def solve_started(self, solver: Any, y: Tensor) -> None:
+        self.solver, self.y_in, self.start = solver, y, self.recorder.clock
+        self.evaluations: List[tuple] = []
+
+    def stage_evaluated(self, step: int, stage: int, t: float, z: Tensor, k: Tensor) -> None:
+        self.evaluations.append((step, stage, self.start + t, z, k))
+
+    def _weights(self, keep: Tensor) -> np.ndarray:
+        """Per step the combiner's w: stacked over steps for gates, one vector otherwise."""
+        if isinstance(self.solver, AdaptiveSolver):
+            return np.zeros(0)
+        combiner, stages = self.block.combiner, self.solver.tableau.stages
+        ks = [k for _, _, _, _, k in self.evaluations]
+        per_step = [combiner.weights(ks[i : i + stages]) for i in range(0, len(ks), stages)]
+        if per_step[0].dim() == 3:
+            return torch.cat([w[keep] for w in per_step]).detach().cpu().float().numpy()
+        return per_step[0].detach().cpu().float().numpy()
+
+    def solve_finished(self, y: Tensor) -> None:
+        keep, solver = self.recorder.keep, self.solver
+        if keep is None:
+            raise RuntimeError("TrajectoryRecorder.keep must be set before the forward pass")
+        adaptive = isinstance(solver, AdaptiveSolver)
+        update = (y - self.y_in).float().norm(dim=-1)
+        self.recorder.records.append(BlockTrajectory(
+            index=self.index,
+            method=solver.method,
+            coefficients=coefficient_kind(self.block),
+            steps=None if adaptive else solver.steps,
+            stages=solver.scheme.evaluations_per_step if adaptive else solver.tableau.stages,
+            step_size=None if adaptive else solver.step_size,
+            end_time=self.start + solver.interval,
+            stage_times=[t for _, _, t, _, _ in self.evaluations],
+            stage_indices=[stage for _, stage, _, _, _ in self.evaluations],
+            tableau_b=[] if adaptive else list(solver.tableau.b),
+            state_in=_per_token(self.y_in, keep),
+            state_out=_per_token(y, keep),
+            update_ratio=_per_token(update / self.y_in.float().norm(dim=-1), keep),
+            stage_inputs=[_per_token(z, keep) for _, _, _, z, _ in self.evaluations],
+            stage_outputs=[_per_token(k, keep) for _, _, _, _, k in self.evaluations],
+            weights=self._weights(keep),
+        ))
+        self.recorder.clock += solver.interval
+
+
 class TrajectoryRecorder:
     """Records :class:`BlockTrajectory` for every block of one stack while the model runs.
 
@@ -106,63 +165,16 @@ class TrajectoryRecorder:
         self.blocks = ode_blocks(stack)
         self.keep: Optional[Tensor] = None
         self.records: List[BlockTrajectory] = []
-        self._stages: List[tuple] = []
+        self.clock = 0.0
 
     @contextlib.contextmanager
     def recording(self) -> Iterator["TrajectoryRecorder"]:
-        handles = []
+        handles = [b.register_observer(_BlockObserver(self, i, b)) for i, b in enumerate(self.blocks)]
         try:
-            for i, block in enumerate(self.blocks):
-                block.field = self._recording_field(block.field)
-                handles.append(block.register_forward_pre_hook(self._start_block))
-                handles.append(block.register_forward_hook(self._block_hook(i)))
             yield self
         finally:
             for handle in handles:
                 handle.remove()
-            for block in self.blocks:
-                block.__dict__.pop("field", None)
-
-    def _recording_field(self, field_fn):
-        def recording_field(z: Tensor, *args, **kwargs):
-            out = field_fn(z, *args, **kwargs)
-            self._stages.append((z, out[0] if isinstance(out, tuple) else out))
-            return out
-
-        return recording_field
-
-    def _start_block(self, module: nn.Module, args) -> None:
-        self._stages = []
-
-    def _block_hook(self, index: int):
-        def hook(block: nn.Module, args, output) -> None:
-            if self.keep is None:
-                raise RuntimeError("TrajectoryRecorder.keep must be set before the forward pass")
-            y_in = args[0]
-            y_out = output[0] if isinstance(output, tuple) else output
-            ks = [k for _, k in self._stages]
-            weights = block.combiner.weights(ks)
-            tableau = block.tableau
-            update = (y_out - y_in).float().norm(dim=-1)
-            self.records.append(BlockTrajectory(
-                index=index,
-                method=tableau.name,
-                coefficients=coefficient_kind(block),
-                stage_times=[index + c for c in tableau.c],
-                tableau_b=list(tableau.b),
-                state_in=_per_token(y_in, self.keep),
-                state_out=_per_token(y_out, self.keep),
-                update_ratio=_per_token(update / y_in.float().norm(dim=-1), self.keep),
-                stage_inputs=[_per_token(z, self.keep) for z, _ in self._stages],
-                stage_outputs=[_per_token(k, self.keep) for k in ks],
-                weights=(
-                    weights[self.keep].detach().cpu().float().numpy()
-                    if weights.dim() == 3 else weights.detach().cpu().float().numpy()
-                ),
-            ))
-            self._stages = []
-
-        return hook
 
 
 def record_trajectories(

@@ -1,4 +1,4 @@
-"""``python -m ode_seq.analyze`` end to end on checkpoints trained by fairseq-train."""
+"""``python -m ode_seq.cli.analyze`` end to end on checkpoints trained by fairseq-train."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ode_seq.analyze import main
+from ode_seq.cli.analyze import main
 from tests.e2e.cli import TINY_MODEL, run
 from tests.e2e.corpus import preprocess, write_reversal_corpus
 from tests.e2e.test_fairseq_cli import CLI_SIZES, TRAIN
@@ -34,7 +34,7 @@ def reports(tmp_path_factory):
         "ode_transformer_rk4_encdec": ["--sentence", "w1 w2 w3", "--max-sentences", "8"],
     }
     analyse = {arch: ["python", [
-        "-m", "ode_seq.analyze", "--path", str(root / arch / "checkpoint_last.pt"),
+        "-m", "ode_seq.cli.analyze", "--path", str(root / arch / "checkpoint_last.pt"),
         "--data", str(data), "--out", str(root / f"report-{arch}"), *extra[arch],
     ]] for arch in ARCHS}
     with ThreadPoolExecutor(len(ARCHS)) as pool:
@@ -79,8 +79,8 @@ def test_learned_gate_model_gets_every_figure_and_its_numbers(reports):
     lyapunov = report["lyapunov"]["encoder"]
     assert lyapunov["tokens"][-1] == "</s>" and lyapunov["position"] == len(lyapunov["tokens"]) - 1
     assert len(lyapunov["scores"]) == len(lyapunov["tokens"])
-    assert len(lyapunov["running_max_by_block"]) == 2
-    assert lyapunov["running_max_by_block"][-1] == pytest.approx(lyapunov["scores"])
+    assert len(lyapunov["running_max_by_step"]) == 2
+    assert lyapunov["running_max_by_step"][-1] == pytest.approx(lyapunov["scores"])
     for leading, score in zip(lyapunov["leading_exponents"], lyapunov["scores"]):
         assert len(leading) == 8 and leading == sorted(leading, reverse=True)
         assert leading[0] == pytest.approx(score)

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from ode_seq.analysis.lyapunov import lyapunov_exponents, token_lyapunov_exponents
-from ode_seq.stepper import rk_step
-from ode_seq.tableaus import get_tableau
+from ode_seq.solvers import FixedGridSolver, get_tableau
 
 
 def _normal_matrix(seed: int = 0) -> tuple:
@@ -40,10 +39,10 @@ def test_rk4_steps_of_linear_system_give_log_of_stability_function():
     """x' = A x by the project's RK4 step: λ_i = log|R(hμ_i)| / h with R(z) = Σ_{n≤4} zⁿ/n!."""
     matrix, eigenvalues = _normal_matrix(seed=1)
     h = 0.2
-    tableau = get_tableau("rk4")
+    solver = FixedGridSolver(get_tableau("rk4"), steps=1, interval=h)
 
     def rk4_map(x):  # x: (1 token, 4)
-        return rk_step(lambda z, i: z @ matrix.T, x, tableau, h)
+        return solver.step(lambda t, z, step, stage: z @ matrix.T, x, 0)
 
     result = token_lyapunov_exponents([rk4_map] * int(HORIZON / h),
                                       torch.ones(1, 4, dtype=torch.float64), dt=h)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from ode_seq.analysis.report import AnalysisInputs, write_report
@@ -46,3 +47,16 @@ def test_layer_history_in_both_stacks_skips_the_lyapunov_figure(task, tmp_path):
     assert reason.startswith("encoder: layer history (DLCL)") and "; decoder: layer history" in reason
     assert report["label"] == "dlcl" and report["figures"]["trajectory"] == "trajectory.png"
     assert not (tmp_path / "lyapunov.png").exists()
+
+
+@pytest.mark.parametrize("arch, options, drawn", [
+    ("ode_transformer_parallel_shared_dopri5", dict(encoder_share_group_size=2), "nfe_vs_length"),
+    ("ode_transformer_nonauto_small", dict(time_features=4, time_hidden_dim=8, time_embed_dim=4,
+                                           encoder_ode_steps=3), "spectra_depth"),
+    ("ode_transformer_rk2_learned", dict(encoder_ode_steps=2), "gates"),
+])
+def test_every_kind_of_solve_gets_its_report(task, tmp_path, arch, options, drawn):
+    write_report(_inputs(build_model(arch, task, **options), task), str(tmp_path), {})
+    figures = _figures(tmp_path)
+    for name in ("trajectory", "spectra_encoder", "lyapunov", drawn):
+        assert figures[name] == f"{name}.png" and (tmp_path / f"{name}.png").is_file()

@@ -1,44 +1,34 @@
-"""NFE protocol of adaptive solvers, step-score files, and their figures."""
+"""NFE of adaptive solvers, step-score files, and their figures."""
 from __future__ import annotations
 
 import json
 
 import pytest
 import torch
-from torch import nn
 
 from ode_seq.analysis.plots import plot_nfe_vs_length, plot_score_vs_steps
-from ode_seq.analysis.solver_counts import nfe_against_length, nfe_modules, read_step_scores
+from ode_seq.analysis.solver_counts import adaptive_blocks, nfe_against_length, read_step_scores
+from tests.conftest import build_model
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-class LengthCountingSolve(nn.Module):
-    """Reports nfe = 6 + 2·(source length), as an adaptive solve taking more steps would."""
-
-    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor) -> torch.Tensor:
-        self.nfe = 6 + 2 * src_tokens.size(1)
-        return src_tokens
-
-
-class EncoderWithAdaptiveSolves(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.solves = nn.ModuleList([LengthCountingSolve(), LengthCountingSolve()])
-        for solve in self.solves:
-            solve.nfe = 0
-
-    def forward(self, src_tokens, src_lengths):
-        for solve in self.solves:
-            solve(src_tokens, src_lengths)
-
-
-def test_nfe_is_summed_over_reporting_modules_for_each_sentence():
-    model = nn.Module()
-    model.encoder = EncoderWithAdaptiveSolves()
-    assert len(nfe_modules(model.encoder)) == 2
-    lengths, nfe = nfe_against_length(model, [torch.arange(3), torch.arange(8)])
-    assert lengths == [3, 8] and nfe == [2 * 12, 2 * 22]
+def test_nfe_of_each_sentence_is_the_field_evaluations_of_its_adaptive_solve(task):
+    model = build_model("ode_transformer_parallel_shared_dopri5", task, encoder_share_group_size=2,
+                        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0).eval()
+    (block,) = adaptive_blocks(model.encoder)
+    evaluations = []
+    block.fc1.register_forward_hook(lambda module, args, out: evaluations.append(1))
+    sources = [torch.arange(4, 7), torch.arange(4, 15)]
+    lengths, nfe = [], []
+    for source in sources:
+        evaluations.clear()
+        lengths_one, nfe_one = nfe_against_length(model, [source])
+        lengths += lengths_one
+        nfe += nfe_one
+        assert nfe_one == [len(evaluations)]
+    assert lengths == [3, 11] and all(n >= 8 for n in nfe)
+    assert adaptive_blocks(build_model("ode_transformer_rk4", task).encoder) == []
 
 
 def test_step_scores_file_is_validated(tmp_path):

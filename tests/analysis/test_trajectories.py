@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from ode_seq.analysis.trajectories import ode_blocks, record_trajectories
+from ode_seq.analysis.trajectories import record_trajectories
+from ode_seq.layers import ode_blocks
 from tests.conftest import build_model, random_batch
 
 LENGTHS = [5, 3, 7]
@@ -20,7 +21,7 @@ def _decoder_tokens(net_input, pad: int) -> int:
     return int(net_input["prev_output_tokens"].ne(pad).sum())
 
 
-def test_recording_leaves_model_outputs_unchanged_and_removes_its_wrappers(task):
+def test_recording_leaves_model_outputs_unchanged_and_removes_its_observers(task):
     model = build_model("ode_transformer_rk2_learned", task).eval()
     net_input = _net_input(task)
     with torch.no_grad():
@@ -31,8 +32,7 @@ def test_recording_leaves_model_outputs_unchanged_and_removes_its_wrappers(task)
     assert torch.equal(before, after)
     assert len(records["encoder"]) == len(records["decoder"]) == 2
     for block in ode_blocks(model.encoder) + ode_blocks(model.decoder):
-        assert "field" not in block.__dict__ and not block._forward_hooks
-        assert not block._forward_pre_hooks
+        assert block.observer() is None
 
 
 def test_stage_inputs_follow_the_rk4_tableau_along_depth(task):

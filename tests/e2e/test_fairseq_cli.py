@@ -7,9 +7,9 @@ import re
 import pytest
 import sacrebleu
 
+from ode_seq.models.architectures import ARCHITECTURES
 from tests.e2e.cli import TINY_MODEL, run
 from tests.e2e.corpus import WORDS, preprocess, write_reversal_corpus
-from user_dir.models.architectures import ARCHITECTURES
 
 CLI_SIZES = {"train": 400, "valid": 30, "test": 25}
 
@@ -38,7 +38,7 @@ def trained(data_bin, tmp_path_factory):
         str(data_bin), "--arch", "ode_transformer_rk4_encdec_small", *TINY_MODEL, *TRAIN,
         "--ode-coefficients", "learned", "--max-epoch", "3", "--save-dir", str(save),
     ])
-    out = run("python", ["-m", "ode_seq.average_checkpoints", "--inputs", str(save),
+    out = run("python", ["-m", "ode_seq.cli.average", "--inputs", str(save),
                          "--num-epoch-checkpoints", "2", "--output", str(save / "averaged.pt")])
     assert "checkpoint3.pt, checkpoint2.pt" in out.stdout
     return save
@@ -95,7 +95,8 @@ def test_interactive_translates_stdin_lines(data_bin, trained):
 
 def test_hub_interface_translates(data_bin, trained):
     code = (
-        "from user_dir.models.ode_transformer import ODETransformerModel\n"
+        "import user_dir\n"
+        "from ode_seq.models import ODETransformerModel\n"
         f"m = ODETransformerModel.from_pretrained({str(trained)!r}, checkpoint_file='averaged.pt',"
         f" data_name_or_path={str(data_bin)!r}, source_lang='src', target_lang='tgt')\n"
         "print('OUT', m.translate('w1 w2 w3', beam=2))\n"
@@ -144,7 +145,7 @@ def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(dat
         *common, "--user-dir", "user_dir", "--path", ckpt,
         "--model-overrides", "{'encoder_ode_steps': 4, 'decoder_ode_steps': 4}",
     ])
-    out = run("python", ["-m", "user_dir.export_transformer", "--path", ckpt, "--encoder-steps", "4",
+    out = run("python", ["-m", "ode_seq.cli.export", "--path", ckpt, "--encoder-steps", "4",
                          "--decoder-steps", "4", "--output", str(tmp_path / "plain.pt")])
     assert "exported 4 encoder and 4 decoder layers" in out.stdout
     # Plain fairseq: no --user-dir, safe loading on, run from another directory; without the

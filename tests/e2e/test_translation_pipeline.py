@@ -97,7 +97,7 @@ def test_training_stops_at_the_update_budget_with_one_checkpoint_every_two_updat
 
 
 def test_evaluated_model_is_the_parameter_mean_of_the_saved_checkpoints(demo):
-    from ode_seq.checkpoint_safety import load_checkpoint
+    from ode_seq.checkpoint_files import load_checkpoint
 
     save_dir = demo[0] / "checkpoints" / ARCH
     states = [load_checkpoint(str(demo[2] / f"checkpoint_1_{u}.pt"))["model"] for u in (2, 4, 6)]

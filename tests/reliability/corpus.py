@@ -11,7 +11,7 @@ from typing import Dict, List, Sequence
 
 import torch
 
-from ode_seq.checkpoint_safety import load_checkpoint
+from ode_seq.checkpoint_files import load_checkpoint
 from tests.e2e.cli import BIN, ROOT, TINY_MODEL
 
 

@@ -156,7 +156,7 @@ def _truncated_checkpoint_last(paths: Paths) -> Command:
 
 def _truncated_to_average(paths: Paths) -> Command:
     _truncate(paths.checkpoint, paths.case / "truncated.pt")
-    return "python", ["-m", "ode_seq.average_checkpoints", "--inputs", str(paths.case / "truncated.pt"),
+    return "python", ["-m", "ode_seq.cli.average", "--inputs", str(paths.case / "truncated.pt"),
                       str(paths.checkpoint), "--output", str(paths.case / "averaged.pt")]
 
 

@@ -13,7 +13,7 @@ import shutil
 import torch
 from fairseq import checkpoint_utils
 
-from ode_seq.checkpoint_safety import load_checkpoint
+from ode_seq.checkpoint_files import load_checkpoint
 from tests.e2e.cli import run
 from tests.reliability.corpus import (
     OPTIMISATION, QUIET_CPU, RK4_LEARNED, kill_after_update_past_checkpoint, model_state,

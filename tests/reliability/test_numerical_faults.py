@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ode_seq.checkpoint_safety import load_checkpoint
+from ode_seq.checkpoint_files import load_checkpoint
 from tests.e2e.cli import run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ode_seq.checkpoint_safety import load_checkpoint
+from ode_seq.checkpoint_files import load_checkpoint
 from tests.e2e.cli import ROOT, TINY_MODEL, run
 from tests.e2e.corpus import SIZES
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error
@@ -116,7 +116,7 @@ def _command(tool: str, data_bin: Path, hostile: Path, tmp_path: Path):
         return tool, [str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, "--max-update", "1",
                       "--save-dir", str(save), "--restore-file", str(hostile)], None, save / "checkpoint_last.pt"
     output = tmp_path / "averaged.pt"
-    return "python", ["-m", "ode_seq.average_checkpoints", "--inputs", str(hostile),
+    return "python", ["-m", "ode_seq.cli.average", "--inputs", str(hostile),
                       str(hostile), "--output", str(output)], None, output
 
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
-from ode_seq.distillation import interface_parameters, load_teacher
+from ode_seq.models.criteria.trajectory_distillation import TrajectoryDistillationCriterion
+from ode_seq.models.teacher import interface_parameters, load_teacher
 from tests.conftest import TINY, TinyTask, build_model, random_batch
-from user_dir.criterions.trajectory_distillation import TrajectoryDistillationCriterion
 
 STUDENT = dict(encoder_ode_steps=4, decoder_ode_steps=4)
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ode_seq.checkpoint_safety import load_checkpoint
+from ode_seq.checkpoint_files import load_checkpoint
 from tests.e2e.cli import ROOT, TINY_MODEL, run
 from tests.e2e.corpus import preprocess, write_reversal_corpus
 from tests.e2e.test_fairseq_cli import CLI_SIZES, TRAIN

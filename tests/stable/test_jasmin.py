@@ -5,12 +5,13 @@ import pytest
 import torch
 from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
 
-from ode_seq.stable import jasmin_penalty, jasmin_rows, trajectory_jasmin
-from ode_seq.stable.attention import AttentionRecord
-from ode_seq.stable.jasmin import first_penalised_step
+from ode_seq.layers.stable.attention import AttentionRecord
+from ode_seq.models.criteria.jasmin import (
+    first_penalised_step, jasmin_penalty, jasmin_rows, trajectory_jasmin,
+)
+from ode_seq.models.criteria.jasmin_cross_entropy import JasminCrossEntropyCriterion
 from tests.conftest import TinyTask, build_model
 from tests.stable.test_distillation import sample_for
-from user_dir.criterions.jasmin_cross_entropy import JasminCrossEntropyCriterion
 
 # Sorted (0.5, 0.3, 0.2): g_1 = 0.5(1 − 0.5 + 0.3) = 0.4, g_2 = 0.3(1 − 0.3 + 0.2) = 0.27,
 # g_3 = 0.2(1 − 0.2 + 0) = 0.16.

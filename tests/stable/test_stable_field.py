@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from ode_seq.stable import CenterNorm, StableMultiheadAttention, spectral_init_
-from ode_seq.stable.blocks import StableDecoderODEBlock, StableEncoderODEBlock
+from ode_seq.layers import DecoderBlock, EncoderBlock
+from ode_seq.layers.stable import CenterNorm, StableLayer, StableMultiheadAttention, spectral_init_
 from tests.conftest import TinyTask, build_model, random_batch
 
 
@@ -64,7 +64,8 @@ def _block_linears(model):
 def test_stable_blocks_have_center_norms_and_bias_free_unit_norm_projections():
     model = build_model("stable_ode_transformer_small", TinyTask())
     blocks = list(model.encoder.layers) + list(model.decoder.layers)
-    assert [type(b) for b in blocks] == [StableEncoderODEBlock, StableDecoderODEBlock]
+    assert all(isinstance(b, StableLayer) for b in blocks)
+    assert isinstance(blocks[0], EncoderBlock) and isinstance(blocks[1], DecoderBlock)
     norms = [m for b in blocks for m in b.modules() if isinstance(m, (nn.LayerNorm, CenterNorm))]
     assert len(norms) == 5 and all(isinstance(n, CenterNorm) for n in norms)
     linears = _block_linears(model)
@@ -110,10 +111,13 @@ def test_l2_attention_logits_are_negative_squared_distances_over_sqrt_d():
 
 def test_attention_records_per_head_probabilities_and_available_keys():
     attention, x, padding = _attention_inputs("dot", seed=2)
-    attention.recorded = []
+    recorded = []
+    handle = attention.register_probability_hook(recorded.append)
     future = torch.triu(torch.full((4, 4), float("-inf")), 1)
     attention(x, x, x, key_padding_mask=padding, attn_mask=future)
-    (record,) = attention.recorded
+    handle.remove()
+    attention(x, x, x, key_padding_mask=padding, attn_mask=future)
+    (record,) = recorded
     assert record.probs.shape == (3, 2, 4, 4)
     torch.testing.assert_close(record.probs.sum(-1)[1, :, 1:], torch.ones(2, 3))
     assert record.query_padding_mask is padding

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from ode_seq.distillation import (
+from ode_seq.models.criteria.trajectory_loss import (
     DistanceMean,
     control_times,
     curriculum_weight,
@@ -13,7 +13,7 @@ from ode_seq.distillation import (
     relative_squared_error,
     trajectory_loss,
 )
-from ode_seq.stable import record_solver_steps
+from ode_seq.layers.recording import record_solver_steps
 from tests.conftest import TinyTask, build_model, random_batch
 
 
@@ -89,14 +89,17 @@ def test_recorder_returns_every_step_state_with_its_time(method):
     with torch.no_grad(), record_solver_steps(model.encoder) as record:
         out = model.encoder(src, src_lengths=lengths, return_all_hiddens=True)
     assert record.times == pytest.approx([0.5, 1.0, 1.5, 2.0]) and record.total_steps == 4
-    assert record.clock == 2.0 and len(record.attention) == 4 * block.tableau.stages
+    assert record.clock == 2.0 and len(record.attention) == 4 * block.solver.tableau.stages
     torch.testing.assert_close(record.states[-1], out["encoder_states"][-1])
     if method == "euler":
         y0, mask = out["encoder_states"][0], out["encoder_padding_mask"][0]
         with torch.no_grad():
             y1 = y0 + 0.5 * block.field(y0, mask)
         torch.testing.assert_close(record.states[0], y1)
-    assert "integrate" not in vars(block)
+    recorded = (len(record.states), len(record.attention))
+    with torch.no_grad():
+        model.encoder(src, src_lengths=lengths)
+    assert (len(record.states), len(record.attention)) == recorded  # recording has stopped
 
 
 def test_recorder_refuses_adaptive_blocks():

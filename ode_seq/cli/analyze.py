@@ -1,0 +1,110 @@
+"""Analyse a trained checkpoint:
+
+    python -m ode_seq.cli.analyze --path CKPT --data DATA-BIN --out DIR
+
+Writes titled PNG figures and ``report.json`` (see :mod:`ode_seq.analysis.report`): trajectory
+statistics and gates on a validation batch, weight spectra along depth, and token-level
+Lyapunov exponents for one sentence (``--sentence``, tokenised and BPE-applied like the data;
+default: the first pair of ``--subset``).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import List, Optional
+
+from ode_seq.analysis.checkpoint import (
+    encode_sentence,
+    first_pair,
+    load_model,
+    parameter_count,
+    token_namer,
+    unknown_count,
+    validation_batch,
+)
+from ode_seq.analysis.report import AnalysisInputs, write_report
+from ode_seq.analysis.solver_counts import read_step_scores
+from ode_seq.analysis.token_sensitivity import greedy_target
+
+DEFAULT_USER_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "user_dir"
+)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m ode_seq.cli.analyze", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--path", required=True, help="checkpoint file")
+    parser.add_argument("--data", required=True, help="fairseq data-bin directory")
+    parser.add_argument("--out", required=True, help="report directory (created)")
+    parser.add_argument("--user-dir", default=DEFAULT_USER_DIR,
+                        help="fairseq plugin directory to import first (default: %(default)s)")
+    parser.add_argument("--subset", default="valid", help="data split to analyse (default: valid)")
+    parser.add_argument("--max-sentences", type=int, default=32,
+                        help="sentences in the trajectory batch (default: 32)")
+    parser.add_argument("--sentence", help="source sentence for the Lyapunov exponents, tokenised "
+                        "like the data (default: the first source of --subset)")
+    parser.add_argument("--target", help="target for teacher forcing with --sentence (default: "
+                        "the model's greedy translation)")
+    parser.add_argument("--lyapunov-exponents", type=int, metavar="M",
+                        help="exponents per token (default: all, the model width)")
+    parser.add_argument("--step-scores", metavar="FILE",
+                        help="JSON {steps, scores, metric} measured at several step counts")
+    args = parser.parse_args(argv)
+    if args.max_sentences < 1:
+        parser.error(f"--max-sentences must be at least 1, got {args.max_sentences}")
+    if args.target is not None and args.sentence is None:
+        parser.error("--target needs --sentence (the default sentence uses its reference)")
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    logging.getLogger().setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
+    try:
+        model, task = load_model(args.path, args.data, args.user_dir)
+        batch = validation_batch(task, args.subset, args.max_sentences)
+        step_scores = read_step_scores(args.step_scores) if args.step_scores else None
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    sentence_info = {"from": f"first pair of {args.subset}"}
+    if args.sentence is None:
+        source, target = first_pair(task, args.subset)
+    else:
+        source = encode_sentence(task, args.sentence, "source")
+        sentence_info = {"from": "--sentence", "unknown_source_tokens":
+                         unknown_count(task, source, "source")}
+        if args.target is None:
+            eos = task.target_dictionary.eos()
+            target = greedy_target(model, source, eos, max_len=2 * source.numel() + 10)
+            sentence_info["target"] = "greedy translation"
+        else:
+            target = encode_sentence(task, args.target, "target")
+            sentence_info["target"] = "--target"
+    inputs = AnalysisInputs(
+        model=model,
+        batch=batch,
+        pad=task.source_dictionary.pad(),
+        source=source,
+        target=target,
+        token_string=token_namer(task),
+        num_exponents=args.lyapunov_exponents,
+        step_scores=step_scores,
+    )
+    header = {
+        "checkpoint": os.path.abspath(args.path),
+        "parameters": parameter_count(model),
+        "subset": args.subset,
+        "batch_sentences": int(batch["nsentences"]),
+        "sentence": sentence_info,
+    }
+    path = write_report(inputs, args.out, header)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Average the parameters of several fairseq checkpoints (loaded with torch's safe unpickler).
+
+    θ̄ = (1/N) Σ_n θ_n   for every floating-point parameter; other entries come from the newest.
+
+    python -m ode_seq.cli.average --inputs CKPT_DIR --num-epoch-checkpoints 5 --output avg.pt
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections import OrderedDict
+from typing import Dict, List, Optional
+
+import torch
+
+from ode_seq.checkpoint_files import allow_fairseq_checkpoint_types, load_checkpoint, save_checkpoint
+
+
+def last_checkpoints(directory: str, count: int, kind: str) -> List[str]:
+    """The ``count`` newest checkpoint{EPOCH}.pt (kind 'epoch') or checkpoint_E_U.pt ('update')."""
+    pattern = re.compile(r"checkpoint(\d+)\.pt$" if kind == "epoch" else r"checkpoint_\d+_(\d+)\.pt$")
+    found = sorted(
+        ((int(m.group(1)), name) for name in os.listdir(directory) if (m := pattern.match(name))),
+        reverse=True,
+    )
+    if len(found) < count:
+        raise ValueError(
+            f"asked to average the last {count} {kind} checkpoints but {directory} holds "
+            f"{len(found)}; lower --num-{kind}-checkpoints or train longer"
+        )
+    return [os.path.join(directory, name) for _, name in found[:count]]
+
+
+def average(paths: List[str]) -> Dict:
+    """The newest checkpoint's state with its model parameters replaced by the mean over ``paths``."""
+    newest: Optional[Dict] = None
+    sums: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    for path in paths:
+        state = load_checkpoint(path)
+        model = state["model"]
+        if newest is None:
+            newest = state
+            sums = OrderedDict((k, v.double() if v.is_floating_point() else v.clone()) for k, v in model.items())
+            continue
+        if model.keys() != sums.keys():
+            raise ValueError(f"{path} holds different parameters than {paths[0]}; average checkpoints of one run")
+        for k, v in model.items():
+            if v.is_floating_point():
+                sums[k] += v.double()
+    assert newest is not None
+    dtypes = {k: v.dtype for k, v in newest["model"].items()}
+    newest["model"] = OrderedDict(
+        (k, (v / len(paths)).to(dtypes[k]) if v.is_floating_point() else v) for k, v in sums.items()
+    )
+    return newest
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ode_seq.cli.average", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--inputs", nargs="+", required=True, help="checkpoint files, or one directory")
+    p.add_argument("--output", required=True, help="averaged checkpoint to write")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpoint{EPOCH}.pt")
+    group.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_E_U.pt")
+    args = p.parse_args(argv)
+    allow_fairseq_checkpoint_types()
+    try:
+        count = args.num_epoch_checkpoints or args.num_update_checkpoints
+        if count is not None:
+            if len(args.inputs) != 1 or not os.path.isdir(args.inputs[0]):
+                raise ValueError("--num-*-checkpoints needs exactly one directory in --inputs")
+            kind = "epoch" if args.num_epoch_checkpoints else "update"
+            paths = last_checkpoints(args.inputs[0], count, kind)
+        else:
+            paths = args.inputs
+        missing = [path for path in paths if not os.path.isfile(path)]
+        if missing:
+            raise ValueError(f"checkpoint not found: {', '.join(missing)}")
+        state = average(paths)
+    except ValueError as error:
+        print(f"average: error: {error}", file=sys.stderr)
+        return 1
+    save_checkpoint(state, args.output)
+    print(f"averaged {len(paths)} checkpoints: {', '.join(os.path.basename(x) for x in paths)} -> {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Fixes to fairseq 0.12 behaviour that would silently lose a user's data or stop a CPU run.
+
+Each fix is a named :class:`~.fix.FairseqFix` in a module of its own, whose docstring states
+fairseq's bug, the upstream issue and the fix. :func:`apply_fixes` (called by ``user_dir``)
+applies them once per process and logs which; it refuses a fairseq version they were not written
+for. Switch fixes off with the environment variable ``ODE_SEQ_DISABLE_FIXES``, a comma-separated
+list of fix names (``ODE_SEQ_DISABLE_FIXES=batch_by_size,ngram_blocking``) or ``all``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Dict, List, Optional
+
+import fairseq
+
+from .atomic_checkpoint_copy import AtomicCheckpointCopy
+from .bf16_on_cpu import Bf16OnCPU
+from .checkpoint_loading import CheckpointLoading
+from .cpu_ddp import CPUDistributedDataParallel
+from .fix import FairseqFix
+from .last_batch import KeepLastBatch
+from .ngram_blocking import NGramBlocking
+from .preprocess_hint import PreprocessHint
+
+# fairseq 0.12.2 (PyPI), ve-fairseq 0.12.3 and fairseq-fixed 0.12.3.1 are one code line: the
+# 0.12.2 release rebuilt for newer Pythons, without changes to the patched functions.
+SUPPORTED_FAIRSEQ_VERSIONS = ("0.12.2", "0.12.3", "0.12.3.1")
+DISABLE_VARIABLE = "ODE_SEQ_DISABLE_FIXES"
+FIXES: Dict[str, FairseqFix] = {
+    fix.name: fix
+    for fix in (
+        KeepLastBatch(), NGramBlocking(), CheckpointLoading(), AtomicCheckpointCopy(),
+        CPUDistributedDataParallel(), Bf16OnCPU(), PreprocessHint(),
+    )
+}
+
+logger = logging.getLogger(__name__)
+_applied: Optional[List[str]] = None
+
+
+def disabled_fixes(setting: str) -> List[str]:
+    """The fix names in an ``ODE_SEQ_DISABLE_FIXES`` value ("" for none, "all" for every one)."""
+    names = [name.strip() for name in setting.split(",") if name.strip()]
+    if names == ["all"]:
+        return list(FIXES)
+    unknown = [name for name in names if name not in FIXES]
+    if unknown:
+        raise ValueError(
+            f"{DISABLE_VARIABLE} names unknown fixes {', '.join(unknown)}; the fixes are: "
+            f"{', '.join(FIXES)} (or all)"
+        )
+    return names
+
+
+def check_fairseq_version(version: str) -> None:
+    if version not in SUPPORTED_FAIRSEQ_VERSIONS:
+        raise RuntimeError(
+            f"ode-seq's fixes to fairseq were written for fairseq "
+            f"{', '.join(SUPPORTED_FAIRSEQ_VERSIONS)}, but fairseq {version} is installed: install "
+            f"the pinned version (pip install --no-deps -r requirements-fairseq.txt), or set "
+            f"{DISABLE_VARIABLE}=all to run without the fixes"
+        )
+
+
+def apply_fixes() -> List[str]:
+    """Apply every fix not switched off, once per process; returns the names applied."""
+    global _applied
+    if _applied is None:
+        disabled = disabled_fixes(os.environ.get(DISABLE_VARIABLE, ""))
+        chosen = [name for name in FIXES if name not in disabled]
+        if chosen:
+            check_fairseq_version(fairseq.__version__)
+        for name in chosen:
+            FIXES[name].apply()
+        _applied = chosen
+        logger.info(
+            "fairseq %s: applied fixes %s%s", fairseq.__version__, ", ".join(chosen) or "none",
+            f" ({DISABLE_VARIABLE} switched off {', '.join(disabled)})" if disabled else "",
+        )
+    return list(_applied)
+
+
+__all__ = ["DISABLE_VARIABLE", "FIXES", "FairseqFix", "apply_fixes", "disabled_fixes"]

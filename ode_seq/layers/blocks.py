@@ -1,0 +1,280 @@
+"""Runge–Kutta blocks: one Transformer layer's parameters reused at every stage and step.
+
+    y_{n+1} = y_n + h Σ_i w_i k_i,    k_i = F(t_n + c_i h, y_n + h Σ_{j<i} a_ij k_j),    n = 0 … N−1
+
+A block integrates the field F of its layer (:mod:`.fields`) over [0, T] with its solver
+(:mod:`ode_seq.solvers`): the ODE Transformer block is one step over [0, 1], a weight-shared
+group of k layers is N steps over [0, k], an encoder block may solve adaptively.
+
+A block *is* fairseq's layer (a subclass), so it keeps the layer's call signature and parameter
+names: fairseq's encoder/decoder loops run it unchanged and a vanilla pre-norm checkpoint loads
+into an ODE model (only the coefficient parameters are new). Every block is built the same way,
+``Block(cfg, BlockSpec(...))``; a layer kind (:mod:`.kind`) changes what the layer is made of,
+and :func:`register_layer_kind` makes its encoder and decoder classes.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+from fairseq.incremental_decoding_utils import with_incremental_state
+from fairseq.logging import metrics
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
+from torch import Tensor, nn
+from torch.utils.hooks import RemovableHandle
+
+from ode_seq.solvers import (
+    AdaptiveSolver,
+    EvaluationCounter,
+    FixedGridSolver,
+    ObserverGroup,
+    SolveObserver,
+    Solver,
+    VectorField,
+)
+
+from .fields import LayerField
+from .kind import LayerKind
+from .stage_caches import IncrementalState, reorder_stage_states, stage_state
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """What makes a Runge–Kutta block besides fairseq's layer configuration.
+
+    ``solver``: how the block integrates (a fixed-grid solver's ``combine`` module, if any,
+    becomes the block's ``combiner``); ``field_form``: see :mod:`.fields`;
+    ``relative_positions``: Shaw keys clipped at ±K (0 = off); ``check_finite``: report a
+    non-finite stage output; ``name``: how messages call the block; ``options``: the layer kind's
+    options (an instance of its ``options_class``).
+    """
+
+    solver: Solver
+    field_form: str = "residual-branch"
+    relative_positions: int = 0
+    check_finite: bool = False
+    name: str = "ODE block"
+    options: Any = None
+
+
+class FiniteCheck(SolveObserver):
+    """A non-finite stage output k_i, reported with block, step, stage and method: float32/64
+    raise FloatingPointError; float16/bfloat16 log a warning (fairseq's loss scaler handles it)."""
+
+    def __init__(self, name: str, method: str) -> None:
+        self.name = name
+        self.method = method
+
+    def stage_evaluated(self, step: int, stage: int, t: float, z: Tensor, k: Tensor) -> None:
+        if torch.isfinite(k).all():
+            return
+        message = (
+            f"non-finite value in {self.name}, step {step}, stage {stage + 1} of method "
+            f"{self.method} (dtype {k.dtype}): the layer's output k_{stage + 1} holds inf/nan"
+        )
+        if k.dtype in (torch.float16, torch.bfloat16):
+            logger.warning(message)
+        else:
+            raise FloatingPointError(message)
+
+
+class LoggedEvaluations(EvaluationCounter):
+    """Logs the field evaluations of every solve as fairseq metric ``name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def solve_finished(self, y: Tensor) -> None:
+        metrics.log_scalar(self.name, self.count, weight=1, round=1)
+
+
+class ODEBlock(LayerKind, LayerField):
+    """What encoder and decoder blocks share: the spec, the solver and the observers."""
+
+    def __init__(self, cfg: Any, spec: BlockSpec, **layer_options: Any) -> None:
+        self.spec = spec
+        self.field_form = spec.field_form
+        self.relative_positions = spec.relative_positions
+        self.check_layer_options(cfg)
+        super().__init__(cfg, **layer_options)
+        self.solver = spec.solver
+        combine = getattr(spec.solver, "combine", None)
+        if isinstance(combine, nn.Module):
+            self.combiner = combine
+        self._observers: Dict[int, SolveObserver] = collections.OrderedDict()
+        if spec.check_finite:
+            self.register_observer(FiniteCheck(spec.name, spec.solver.method))
+        if isinstance(spec.solver, AdaptiveSolver):
+            self.register_observer(LoggedEvaluations(f"{self.side}_nfe"))
+        self.finish_layer(cfg)
+
+    def register_observer(self, observer: SolveObserver) -> RemovableHandle:
+        """Let ``observer`` see every solve of this block until the handle is removed."""
+        handle = RemovableHandle(self._observers)
+        self._observers[handle.id] = observer
+        return handle
+
+    def observer(self) -> Optional[SolveObserver]:
+        """The registered observers as one, or None."""
+        return ObserverGroup(self._observers.values()) if self._observers else None
+
+    def vector_field(self, *args: Any, **kwargs: Any) -> VectorField:
+        """F(t, z, step, stage) for the other inputs of ``forward(x, *args, **kwargs)``."""
+        raise NotImplementedError
+
+    def step_map(self, step: int, *args: Any, **kwargs: Any) -> Callable[[Tensor], Tensor]:
+        """y_n ↦ y_{n+1} for n = ``step`` of a fixed grid, other inputs as in ``forward``."""
+        field = self.vector_field(*args, **kwargs)
+        return lambda y: self.solver.step(field, y, step)
+
+    def extra_repr(self) -> str:
+        steps = getattr(self.solver, "steps", "adaptive")
+        return f"method={self.solver.method}, steps={steps}, interval={self.solver.interval}"
+
+
+class EncoderBlock(ODEBlock, TransformerEncoderLayerBase):
+    """Encoder block; called like fairseq's encoder layer: (x, encoder_padding_mask, attn_mask)."""
+
+    side = "encoder"
+
+    def field(
+        self, z: Tensor, encoder_padding_mask: Optional[Tensor], attn_mask: Optional[Tensor] = None
+    ) -> Tensor:
+        """F(z) with the layer's current weights."""
+        _, k = self.run_recording(
+            lambda: TransformerEncoderLayerBase.forward(self, z, encoder_padding_mask, attn_mask)
+        )
+        return k
+
+    def vector_field(
+        self, encoder_padding_mask: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None
+    ) -> VectorField:
+        def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
+            self.at_time(t)
+            return self.field(z, encoder_padding_mask, attn_mask)
+
+        return field
+
+    def forward(
+        self,
+        x: Tensor,
+        encoder_padding_mask: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+    ) -> Tensor:
+        field = self.vector_field(encoder_padding_mask, attn_mask)
+        return self.solver.solve(field, x, self.observer(), encoder_padding_mask)
+
+
+@with_incremental_state
+class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
+    """Decoder block with one self-attention cache per (step, stage); returns (x, attention, None).
+
+    The cross-attention it returns (for alignments) is the average over stages.
+    """
+
+    side = "decoder"
+
+    def __init__(self, cfg: Any, spec: BlockSpec, no_encoder_attn: bool = False) -> None:
+        if not isinstance(spec.solver, FixedGridSolver):
+            raise TypeError("a decoder block needs a fixed-grid solver (incremental decoding)")
+        super().__init__(cfg, spec, no_encoder_attn=no_encoder_attn)
+
+    def field(self, z: Tensor, **layer_inputs: Any):
+        """(F(z), attention) with the layer's current weights."""
+        (_, attn, _), k = self.run_recording(
+            lambda: TransformerDecoderLayerBase.forward(self, z, **layer_inputs)
+        )
+        return k, attn
+
+    def vector_field(
+        self,
+        encoder_out: Optional[Tensor] = None,
+        encoder_padding_mask: Optional[Tensor] = None,
+        incremental_state: Optional[IncrementalState] = None,
+        prev_self_attn_state: Optional[List[Tensor]] = None,
+        prev_attn_state: Optional[List[Tensor]] = None,
+        attentions: Optional[List[Tensor]] = None,
+        **layer_inputs: Any,
+    ) -> VectorField:
+        """F at (step, stage) with that stage's cache; appends each attention to ``attentions``."""
+        if prev_self_attn_state is not None or prev_attn_state is not None:
+            raise ValueError(
+                "ODE decoder blocks keep one cache per stage and cannot take prev_*_attn_state"
+            )
+        shared = self.encoder_attn if self.share_cross_attention else None
+
+        def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
+            self.at_time(t)
+            state = None
+            if incremental_state is not None:
+                state = stage_state(self, incremental_state, step, stage, shared)
+            k, attn = self.field(
+                z, encoder_out=encoder_out, encoder_padding_mask=encoder_padding_mask,
+                incremental_state=state, **layer_inputs,
+            )
+            if attn is not None and attentions is not None:
+                attentions.append(attn)
+            return k
+
+        return field
+
+    def forward(self, x: Tensor, *args: Any, **kwargs: Any):
+        attentions: List[Tensor] = []
+        y = self.solver.solve(self.vector_field(*args, attentions=attentions, **kwargs), x, self.observer())
+        attn = torch.stack(attentions).mean(dim=0) if attentions else None
+        return y, attn, None
+
+    def reorder_incremental_state(
+        self, incremental_state: IncrementalState, new_order: Tensor
+    ) -> None:
+        reorder_stage_states(
+            self, incremental_state, self.solver.steps, self.solver.tableau.stages,
+            self.self_attn, self.encoder_attn, new_order, self.share_cross_attention,
+        )
+
+
+def ode_blocks(stack: nn.Module) -> List[ODEBlock]:
+    """The Runge–Kutta blocks of an encoder or decoder, in order (wrappers looked through)."""
+    return [m for m in stack.modules() if isinstance(m, ODEBlock)]
+
+
+@dataclass(frozen=True)
+class BlockClasses:
+    """A layer kind (its :class:`LayerKind` mixin) and its encoder and decoder block classes."""
+
+    kind: type
+    encoder: type
+    decoder: type
+
+    def for_side(self, side: str) -> type:
+        return self.encoder if side == "encoder" else self.decoder
+
+
+LAYER_KINDS: Dict[str, BlockClasses] = {
+    "standard": BlockClasses(LayerKind, EncoderBlock, DecoderBlock)
+}
+
+
+def register_layer_kind(name: str) -> Callable[[type], type]:
+    """Class decorator: register the :class:`LayerKind` mixin as kind ``name``, with encoder and
+    decoder block classes ``<Kind>EncoderBlock`` and ``<Kind>DecoderBlock``."""
+
+    def register(kind: type) -> type:
+        if not issubclass(kind, LayerKind):
+            raise TypeError(f"layer kind {name!r}: {kind.__name__} is not a LayerKind")
+        classes = [
+            type(f"{kind.__name__}{base.__name__}", (kind, base), {"__module__": kind.__module__})
+            for base in (EncoderBlock, DecoderBlock)
+        ]
+        LAYER_KINDS[name] = BlockClasses(kind, *classes)
+        return kind
+
+    return register

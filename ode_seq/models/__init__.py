@@ -1,0 +1,8 @@
+"""The fairseq models, architectures and criterions of ode-seq (what ``--user-dir user_dir``
+registers): ``ode_transformer``, ``ode_transformer_nonauto``, ``stable_ode_transformer``."""
+from . import architectures, criteria  # noqa: F401  (registration)
+from .nonautonomous import NonAutonomousODETransformerModel
+from .ode_transformer import ODETransformerModel
+from .stable_ode_transformer import StableODETransformerModel
+
+__all__ = ["NonAutonomousODETransformerModel", "ODETransformerModel", "StableODETransformerModel"]

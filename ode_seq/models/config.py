@@ -1,0 +1,187 @@
+"""The ODE options of a model, each declared once as a dataclass field (:mod:`ode_seq.options`).
+
+``StackOptions`` are given per side (``--encoder-ode-method``, ``--decoder-ode-method``, …),
+``ODEOptions`` once for both stacks (``--ode-coefficients``, …); a layer kind adds its own class
+(``TimeConfig``, ``StableConfig``). :meth:`ModelOptions.read` reads all of them from fairseq's
+config and validates them, with messages that name the option, the value and the fix.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Optional, Tuple, Type
+
+from ode_seq.layers.fields import FIELD_FORMS
+from ode_seq.layers.kind import LayerKind
+from ode_seq.layers.layer_history import HISTORY_TYPES
+from ode_seq.options import SIDES, check_choice, choices_of, option, read_options
+from ode_seq.solvers import ADAPTIVE_METHODS, COEFFICIENT_MODES, TABLEAUS, ButcherTableau, get_tableau
+
+
+def stack_methods(side: str) -> Tuple[str, ...]:
+    """Fixed-grid methods everywhere; adaptive ones only in the encoder (never a causal decoder)."""
+    return tuple(TABLEAUS) + (tuple(ADAPTIVE_METHODS) if side == "encoder" else ())
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    """How the blocks of one stack integrate."""
+
+    prefix: ClassVar[str] = "{side}_"
+    ode_method: str = option("euler", "Runge-Kutta method of each {side} block", choices=stack_methods)
+    ode_steps: Optional[int] = option(
+        None, "fixed-grid steps per {side} block (default: the share group size, i.e. step "
+        "size 1); may be changed at generation time with --model-overrides", metavar="N",
+    )
+    share_group_size: int = option(
+        1, "share one layer across each group of K {side} layers, integrated over [0, K]", metavar="K"
+    )
+    layer_history: str = option(
+        "none", "DLCL aggregation of previous {side} block outputs", choices=HISTORY_TYPES
+    )
+    relative_positions: int = option(
+        0, "Shaw relative position keys clipped at +-K in {side} self-attention (0 = off)", metavar="K"
+    )
+
+    @property
+    def adaptive(self) -> bool:
+        return self.ode_method in ADAPTIVE_METHODS
+
+    @property
+    def tableau(self) -> ButcherTableau:
+        return get_tableau(self.ode_method)
+
+    @property
+    def stages(self) -> int:
+        return 0 if self.adaptive else self.tableau.stages
+
+    @property
+    def steps(self) -> int:
+        return self.ode_steps if self.ode_steps is not None else self.share_group_size
+
+    def validate(self, side: str, layers: Any, ode: "ODEOptions", kind: Type[LayerKind]) -> None:
+        """``layers``: fairseq's config of this side's layers (count, pre-norm, layer drop)."""
+        if side == "decoder" and self.adaptive:
+            raise ValueError(
+                f"--decoder-ode-method {self.ode_method}: adaptive solvers cannot run a causal "
+                "decoder (their batch-wide step sizes see future positions and incremental "
+                "decoding needs a fixed grid); use a fixed-grid method such as rk4 with "
+                "--decoder-ode-steps, or put the adaptive solver in the encoder"
+            )
+        check_choice(f"--{side}-ode-method", self.ode_method, choices_of(StackOptions, "ode_method", side))
+        check_choice(f"--{side}-layer-history", self.layer_history, HISTORY_TYPES)
+        if ode.field != "whole-layer" and not layers.normalize_before:
+            raise ValueError(
+                f"--ode-field {ode.field} needs pre-norm {side} layers: "
+                f"pass --{side}-normalize-before, or use --ode-field whole-layer"
+            )
+        if self.relative_positions < 0:
+            raise ValueError(
+                f"--{side}-relative-positions must be >= 0 (0 disables relative positions), "
+                f"got {self.relative_positions}"
+            )
+        if self.share_group_size < 1 or layers.layers % self.share_group_size:
+            raise ValueError(
+                f"--{side}-share-group-size {self.share_group_size} must be a positive divisor of "
+                f"--{side}-layers {layers.layers}"
+            )
+        if self.ode_steps is not None and self.ode_steps < 1:
+            raise ValueError(f"--{side}-ode-steps must be a positive integer, got {self.ode_steps}")
+        if self.adaptive and ode.coefficients != "fixed":
+            raise ValueError(
+                f"--ode-coefficients {ode.coefficients} weights fixed Runge-Kutta stages; "
+                f"adaptive --{side}-ode-method {self.ode_method} has none: use --ode-coefficients fixed"
+            )
+        if layers.layerdrop > 0 and self.layer_history != "none":
+            raise ValueError(
+                f"--{side}-layerdrop {layers.layerdrop} drops blocks, but with --{side}-layer-history "
+                f"{self.layer_history} every block's output is a history state that later blocks "
+                f"read: pass --{side}-layerdrop 0 or --{side}-layer-history none"
+            )
+        kind.check_method(side, self.ode_method, self.adaptive)
+
+
+@dataclass(frozen=True)
+class ODEOptions:
+    """What both stacks share: output weights, the form of F, adaptive tolerances, checks."""
+
+    prefix: ClassVar[str] = "ode_"
+    coefficients: str = option(
+        "fixed", "output weights of multi-stage blocks: fixed (tableau b), learned (per-block "
+        "per-token gate; sigmoid gate for 2 stages), learned-shared (one gate for a stack), "
+        "free (trainable, init b), free-ones (trainable, init 1)", choices=COEFFICIENT_MODES,
+    )
+    field: str = option(
+        "residual-branch", "vector field F: residual-branch = layer minus identity (paper; Euler "
+        "is the pre-norm layer), parallel-branch = sublayers in parallel on the block input "
+        "(Zhong et al.), whole-layer = layer with residuals (public code)", choices=FIELD_FORMS,
+    )
+    rtol: float = option(1e-3, "adaptive solver rtol")
+    atol: float = option(1e-4, "adaptive solver atol")
+    min_step: float = option(0.0, "adaptive solver minimum step size")
+    check_finite: bool = option(
+        False, "check every Runge-Kutta stage output for inf/nan and report the block, step, "
+        "stage and method (an error in fp32; a warning in fp16/bf16, where fairseq's loss "
+        "scaler handles overflow)",
+    )
+    checkpoint_stages: bool = option(
+        False, "recompute each Runge-Kutta stage in the backward pass (keeps stage inputs only)"
+    )
+
+    def validate(self) -> None:
+        check_choice("--ode-coefficients", self.coefficients, COEFFICIENT_MODES)
+        check_choice("--ode-field", self.field, FIELD_FORMS)
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Every ODE option of one model: both stacks, the shared ones, the layer kind's."""
+
+    encoder: StackOptions
+    decoder: StackOptions
+    ode: ODEOptions
+    kind: Any = None
+
+    def stack(self, side: str) -> StackOptions:
+        return self.encoder if side == "encoder" else self.decoder
+
+    @classmethod
+    def read(cls, cfg: Any, kind: Type[LayerKind]) -> "ModelOptions":
+        """The options in fairseq's model config ``cfg`` (a TransformerConfig) for a model of
+        layer kind ``kind``, validated."""
+        stacks = [read_options(cfg, StackOptions, side) for side in SIDES]
+        if kind.one_block_per_stack:
+            stacks = [replace(s, share_group_size=getattr(cfg, side).layers) for s, side in zip(stacks, SIDES)]
+        kind_options = read_options(cfg, kind.options_class) if kind.options_class else None
+        options = cls(*stacks, read_options(cfg, ODEOptions), kind_options)
+        options.validate(cfg, kind)
+        return options
+
+    def validate(self, cfg: Any, kind: Type[LayerKind]) -> None:
+        self.ode.validate()
+        for side in SIDES:
+            self.stack(side).validate(side, getattr(cfg, side), self.ode, kind)
+        if self.ode.checkpoint_stages and cfg.checkpoint_activations:
+            raise ValueError(
+                "--ode-checkpoint-stages and --checkpoint-activations both checkpoint ODE blocks: "
+                "pass --checkpoint-activations to keep only block inputs (least memory) or "
+                "--ode-checkpoint-stages to keep stage inputs (less recomputation), not both"
+            )
+        ode = self.ode
+        if (self.encoder.adaptive or self.decoder.adaptive) and (
+            ode.rtol <= 0 or ode.atol <= 0 or ode.min_step < 0
+        ):
+            raise ValueError(
+                f"--ode-rtol and --ode-atol must be > 0 and --ode-min-step >= 0 "
+                f"(got {ode.rtol}, {ode.atol}, {ode.min_step})"
+            )
+        if ode.coefficients != "fixed" and not self.encoder.adaptive and max(
+            self.encoder.stages, self.decoder.stages
+        ) == 1:
+            raise ValueError(
+                f"--ode-coefficients {ode.coefficients} weights the stages of multi-stage "
+                f"methods, but --encoder-ode-method {self.encoder.ode_method} and "
+                f"--decoder-ode-method {self.decoder.ode_method} have one stage; choose a method "
+                "such as heun or rk4, or --ode-coefficients fixed"
+            )
+        if self.kind is not None:
+            self.kind.validate()

@@ -1,0 +1,249 @@
+"""Criterion ``ode_trajectory_distillation``: an ODE student follows a discrete teacher's layers.
+
+    loss = w_CE(u) · CE + n · (λ_traj · L_traj + λ_J · J)
+
+- L_traj: the per-layer-normalised MSE between the student's states at the control times and
+  the teacher's layer outputs, averaged over encoder (teacher: return_all_hiddens) and decoder
+  (teacher: inner states under teacher forcing) (:mod:`.trajectory_loss`). Distance-based
+  control times use the running mean of the teacher's layer-to-layer distances over the
+  training batches seen so far (recomputed from the first batches after a restart).
+- w_CE(u): 0 before update ``--ce-start-update``, then a linear ramp to ``--ce-weight`` over
+  ``--ce-warmup-updates`` (the curriculum: cross-entropy joins later).
+- J: JaSMin on the student's self-attention (k = 2 by default, as ODE-ViT distils).
+
+The teacher is loaded once, in eval mode and without gradients; it is kept outside the
+criterion's submodules, so it is never saved, optimised or wrapped by DDP. The student must be a
+``stable_ode_transformer`` (it records the update count); with ``--init-from-teacher`` its
+interface (embeddings … output projection) can stay frozen for ``--freeze-interface-updates``.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from fairseq.criterions import register_criterion
+from fairseq.dataclass import ChoiceEnum
+from torch import Tensor, nn
+
+from ode_seq.layers.recording import SolverRecord
+
+from ..teacher import check_teacher_fits, load_teacher
+from .jasmin_cross_entropy import JasminCriterionConfig, JasminCrossEntropyCriterion
+from .trajectory_loss import (
+    CONTROL_TIME_MODES,
+    DistanceMean,
+    control_times,
+    curriculum_weight,
+    layer_distance_sums,
+    trajectory_loss,
+)
+
+STACKS = ("encoder", "decoder")
+
+
+@dataclass
+class TrajectoryDistillationConfig(JasminCriterionConfig):
+    teacher_path: Optional[str] = field(
+        default=None,
+        metadata={"help": "checkpoint of the pre-norm fairseq transformer to distil (required)"},
+    )
+    trajectory_weight: float = field(default=1.0, metadata={"help": "weight of L_traj"})
+    control_times: ChoiceEnum(CONTROL_TIME_MODES) = field(
+        default="distance",
+        metadata={"help": "control times of the teacher layers: uniform, or softmax of the "
+                  "teacher's layer-to-layer distances"},
+    )
+    control_time_temperature: float = field(
+        default=30.0, metadata={"help": "temperature τ of the distance softmax"}
+    )
+    ce_weight: float = field(default=1.0, metadata={"help": "final weight of the cross-entropy"})
+    ce_start_update: int = field(
+        default=0, metadata={"help": "the cross-entropy weight is 0 before this update"}
+    )
+    ce_warmup_updates: int = field(
+        default=0, metadata={"help": "updates over which the cross-entropy weight ramps up"}
+    )
+    freeze_interface_updates: int = field(
+        default=0,
+        metadata={"help": "keep the teacher-initialised embeddings, final norms and output "
+                  "projection frozen for this many updates (needs --init-from-teacher; with "
+                  "DDP add --find-unused-parameters)"},
+    )
+    jasmin_k: int = field(default=2, metadata={"help": "JaSMin compares g_1 with g_k"})
+
+
+def _unwrapped(model: nn.Module) -> nn.Module:
+    while hasattr(model, "module"):
+        model = model.module
+    return model
+
+
+@register_criterion("ode_trajectory_distillation", dataclass=TrajectoryDistillationConfig)
+class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
+    """Trajectory matching to a teacher + curriculum cross-entropy + JaSMin."""
+
+    def __init__(
+        self,
+        task,
+        sentence_avg: bool,
+        label_smoothing: float,
+        ignore_prefix_size: int = 0,
+        report_accuracy: bool = False,
+        jasmin_weight: float = 1.0,
+        jasmin_k: int = 2,
+        jasmin_step_fraction: float = 0.85,
+        teacher_path: Optional[str] = None,
+        trajectory_weight: float = 1.0,
+        control_times: str = "distance",
+        control_time_temperature: float = 30.0,
+        ce_weight: float = 1.0,
+        ce_start_update: int = 0,
+        ce_warmup_updates: int = 0,
+        freeze_interface_updates: int = 0,
+    ) -> None:
+        super().__init__(
+            task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy,
+            jasmin_weight, jasmin_k, jasmin_step_fraction,
+        )
+        if control_times not in CONTROL_TIME_MODES:
+            raise ValueError(f"--control-times must be one of {', '.join(CONTROL_TIME_MODES)}")
+        if control_time_temperature <= 0:
+            raise ValueError(f"--control-time-temperature must be > 0, got {control_time_temperature}")
+        for option, value in (("--trajectory-weight", trajectory_weight), ("--ce-weight", ce_weight),
+                              ("--ce-start-update", ce_start_update),
+                              ("--ce-warmup-updates", ce_warmup_updates),
+                              ("--freeze-interface-updates", freeze_interface_updates)):
+            if value < 0:
+                raise ValueError(f"{option} must be >= 0, got {value}")
+        self.__dict__["_teacher"] = load_teacher(teacher_path, task)
+        self.teacher_path = teacher_path
+        self.trajectory_weight = trajectory_weight
+        self.control_time_mode = str(control_times)
+        self.control_time_temperature = control_time_temperature
+        self.ce_weight = ce_weight
+        self.ce_start_update = ce_start_update
+        self.ce_warmup_updates = ce_warmup_updates
+        self.freeze_interface_updates = freeze_interface_updates
+        self.source_padding_idx = task.source_dictionary.pad()
+        self._distances = {stack: DistanceMean() for stack in STACKS}
+        self._student_checked = False
+
+    @property
+    def teacher(self) -> nn.Module:
+        """The frozen teacher (not a submodule: never saved, optimised or DDP-wrapped)."""
+        return self.__dict__["_teacher"]
+
+    def _check_student(self, student: nn.Module) -> None:
+        if not hasattr(student, "num_updates") or not hasattr(student, "interface_parameters"):
+            raise ValueError(
+                f"ode_trajectory_distillation needs a stable_ode_transformer student (e.g. --arch "
+                f"stable_ode_transformer_small), got {type(student).__name__}"
+            )
+        check_teacher_fits(self.teacher, student)
+        for stack in STACKS:
+            if getattr(student, stack).ode.layer_history != "none":
+                raise ValueError(
+                    f"--{stack}-layer-history mixes block outputs, so the student's states are "
+                    "not one trajectory; distil a student without layer history"
+                )
+        initialised_from = getattr(student.args, "init_from_teacher", None)
+        if initialised_from and os.path.realpath(initialised_from) != os.path.realpath(self.teacher_path):
+            raise ValueError(
+                f"the student was initialised from {initialised_from} but --teacher-path is "
+                f"{self.teacher_path}: distil from the teacher the student was initialised from"
+            )
+        if self.freeze_interface_updates > 0 and not initialised_from:
+            raise ValueError(
+                "--freeze-interface-updates keeps teacher-initialised embeddings frozen, but the "
+                "student was not initialised from the teacher: add --init-from-teacher PATH"
+            )
+        self._student_checked = True
+
+    def _freeze_interface(self, student: nn.Module) -> None:
+        trainable = student.num_updates >= self.freeze_interface_updates
+        for p in student.interface_parameters():
+            p.requires_grad_(trainable)
+
+    @torch.no_grad()
+    def teacher_states(self, sample, device: torch.device) -> Dict[str, List[Tensor]]:
+        """The teacher's h^0 … h^L of each stack (before the final LayerNorm)."""
+        teacher = self.teacher
+        if next(teacher.parameters()).device != device:
+            teacher.to(device)
+        net_input = sample["net_input"]
+        encoder_out = teacher.encoder(
+            net_input["src_tokens"], src_lengths=net_input["src_lengths"], return_all_hiddens=True
+        )
+        _, extra = teacher.decoder(
+            net_input["prev_output_tokens"], encoder_out=encoder_out, features_only=True
+        )
+        return {"encoder": encoder_out["encoder_states"], "decoder": extra["inner_states"]}
+
+    def _stack_loss(
+        self, stack: str, record: SolverRecord, states: List[Tensor], keep: Tensor, training: bool
+    ) -> Tensor:
+        layers = len(states) - 1
+        if len(record.states) < layers:
+            raise ValueError(
+                f"the student's {stack} takes {len(record.states)} solver steps but the teacher has "
+                f"{layers} layers: give every control time its own step, e.g. --{stack}-ode-steps "
+                f"{layers}"
+            )
+        batch_distances = layer_distance_sums(states, keep)
+        if training:
+            self._distances[stack].update(*batch_distances)
+        times = control_times(
+            self._distances[stack].mean(fallback=batch_distances),
+            record.clock,
+            self.control_time_mode,
+            self.control_time_temperature,
+        )
+        return trajectory_loss(record.states, record.times, states, keep, times)
+
+    def forward(self, model, sample, reduce=True):
+        if not reduce:
+            raise ValueError(f"{type(self).__name__} computes summed losses only (reduce=True)")
+        student = _unwrapped(model)
+        if not self._student_checked:
+            self._check_student(student)
+        if model.training and self.freeze_interface_updates > 0:
+            self._freeze_interface(student)
+        net_output, records = self.recorded_forward(model, sample)
+        ce_loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=True)
+        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+
+        net_input = sample["net_input"]
+        keep = {
+            "encoder": net_input["src_tokens"].ne(self.source_padding_idx).t(),
+            "decoder": net_input["prev_output_tokens"].ne(self.padding_idx).t(),
+        }
+        teacher = self.teacher_states(sample, ce_loss.device)
+        stack_losses = {
+            stack: self._stack_loss(stack, records[stack], teacher[stack], keep[stack], model.training)
+            for stack in STACKS
+        }
+        trajectory = torch.stack(list(stack_losses.values())).mean()
+        jasmin = self.jasmin(records)
+        ce_weight = curriculum_weight(
+            student.num_updates, self.ce_start_update, self.ce_warmup_updates, self.ce_weight
+        )
+        loss = ce_weight * ce_loss + sample_size * (
+            self.trajectory_weight * trajectory + self.jasmin_weight * jasmin
+        )
+        logging_output = {
+            "loss": loss.data,
+            "nll_loss": nll_loss.data,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["target"].size(0),
+            "sample_size": sample_size,
+            "jasmin": jasmin.data * sample_size,
+            "trajectory": trajectory.data * sample_size,
+            "ce_weight": ce_weight * sample_size,
+            **{f"{stack}_trajectory": value.data * sample_size for stack, value in stack_losses.items()},
+        }
+        return loss, sample_size, logging_output
+
+    @staticmethod
+    def per_sample_metrics() -> Tuple[str, ...]:
+        return ("jasmin", "trajectory", "encoder_trajectory", "decoder_trajectory", "ce_weight")

@@ -1,0 +1,138 @@
+"""fairseq's encoder and decoder with Runge–Kutta blocks of one layer kind.
+
+fairseq builds a stack's layers through its ``build_encoder_layer`` / ``build_decoder_layer``
+hooks; here both hand the work to a :class:`BlockBuilder`, which builds every block of the stack
+the same way. A weight-shared group of k layers is one block over [0, k], so the stack is given
+``layers / k`` blocks; with a layer history (DLCL) the blocks are wrapped after fairseq built them.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Optional
+
+from fairseq.distributed import fsdp_wrap
+from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from torch import nn
+
+from ode_seq.layers.blocks import BlockClasses, BlockSpec
+from ode_seq.layers.layer_history import HistoryBlock, LayerHistory
+from ode_seq.solvers import AdaptiveSolver, ButcherTableau, FixedGridSolver, Solver, build_combiner
+
+from .config import ModelOptions
+
+
+def _wrap(block: nn.Module, cfg: Any) -> nn.Module:
+    """fairseq's own --checkpoint-activations / FSDP wrapping, applied to a whole block."""
+    if cfg.checkpoint_activations:
+        block = checkpoint_wrapper(block, offload_to_cpu=cfg.offload_activations)
+    min_params = cfg.min_params_to_wrap if not cfg.checkpoint_activations else 0
+    return fsdp_wrap(block, min_num_params=min_params)
+
+
+class BlockBuilder:
+    """Builds the blocks of one stack: one solver setting, an output combination per block (one
+    gate for the whole stack with ``learned-shared``), names in build order."""
+
+    def __init__(self, side: str, options: ModelOptions, classes: BlockClasses) -> None:
+        self.side = side
+        self.stack = options.stack(side)
+        self.ode = options.ode
+        self.kind_options = options.kind
+        self.kind = classes.kind
+        self.block_class = classes.for_side(side)
+        self.built = 0
+        self.shared_gate: Optional[nn.Module] = None
+
+    def combiner(self, tableau: ButcherTableau, embed_dim: int) -> nn.Module:
+        """Coefficients act on multi-stage methods; a one-stage (Euler) stack is a plain stack."""
+        mode = self.ode.coefficients if tableau.stages > 1 else "fixed"
+        if mode != "learned-shared":
+            return build_combiner(mode, tableau, embed_dim)
+        if self.shared_gate is None:
+            self.shared_gate = build_combiner(mode, tableau, embed_dim)
+        return self.shared_gate
+
+    def solver(self, embed_dim: int) -> Solver:
+        stack, ode = self.stack, self.ode
+        interval = float(stack.share_group_size)
+        if stack.adaptive:
+            return AdaptiveSolver(stack.ode_method, ode.rtol, ode.atol, ode.min_step, interval)
+        tableau = stack.tableau
+        return FixedGridSolver(
+            tableau, steps=stack.steps, interval=interval,
+            combine=self.combiner(tableau, embed_dim), checkpoint_stages=ode.checkpoint_stages,
+            nodes=self.kind.solver_nodes(tableau),
+        )
+
+    def build(self, cfg: Any, **layer_options: Any) -> nn.Module:
+        spec = BlockSpec(
+            self.solver(getattr(cfg, self.side).embed_dim),
+            field_form=self.ode.field,
+            relative_positions=self.stack.relative_positions,
+            check_finite=self.ode.check_finite,
+            name=f"{self.side} block {self.built}",
+            options=self.kind_options,
+        )
+        self.built += 1
+        return _wrap(self.block_class(cfg, spec, **layer_options), cfg)
+
+
+class ODEStack:
+    """Mixin for fairseq's encoder and decoder: the block builder and the layer history."""
+
+    side: str
+
+    def _grouped(self, cfg: Any, options: ModelOptions, classes: BlockClasses) -> Any:
+        """Set up the builder; returns cfg with one layer per share group."""
+        self.ode = options.stack(self.side)
+        self.builder = BlockBuilder(self.side, options, classes)
+        if self.ode.share_group_size == 1:
+            return cfg
+        grouped = copy.deepcopy(cfg)
+        getattr(grouped, self.side).layers //= self.ode.share_group_size
+        return grouped
+
+    def _wrap_history(self, cfg: Any) -> None:
+        if self.ode.layer_history == "none":
+            return
+        blocks = list(self.layers)
+        layers = getattr(cfg, self.side)
+        self.layer_history = LayerHistory(
+            self.ode.layer_history, len(blocks), layers.embed_dim, layers.normalize_before
+        )
+        self.layers = nn.ModuleList(
+            HistoryBlock(b, self.layer_history, first=i == 0, last=i == len(blocks) - 1)
+            for i, b in enumerate(blocks)
+        )
+
+
+class ODETransformerEncoder(ODEStack, TransformerEncoderBase):
+    """fairseq's encoder with Runge–Kutta blocks."""
+
+    side = "encoder"
+
+    def __init__(self, cfg, dictionary, embed_tokens, options: ModelOptions, classes: BlockClasses) -> None:
+        cfg = self._grouped(cfg, options, classes)
+        super().__init__(cfg, dictionary, embed_tokens)
+        self._wrap_history(cfg)
+
+    def build_encoder_layer(self, cfg):
+        return self.builder.build(cfg)
+
+
+class ODETransformerDecoder(ODEStack, TransformerDecoderBase):
+    """fairseq's decoder with Runge–Kutta blocks and per-stage incremental caches."""
+
+    side = "decoder"
+
+    def __init__(
+        self, cfg, dictionary, embed_tokens, options: ModelOptions, classes: BlockClasses,
+        no_encoder_attn: bool = False,
+    ) -> None:
+        cfg = self._grouped(cfg, options, classes)
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
+        self._wrap_history(cfg)
+
+    def build_decoder_layer(self, cfg, no_encoder_attn: bool = False):
+        return self.builder.build(cfg, no_encoder_attn=no_encoder_attn)

@@ -1,0 +1,49 @@
+"""A new vector field is one layer kind: a mixin and one registry line (README, Design)."""
+import argparse
+
+import torch
+from fairseq.models import ARCH_CONFIG_REGISTRY
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+from torch import nn
+
+from ode_seq.layers import LAYER_KINDS, EncoderBlock, LayerKind, register_layer_kind
+from ode_seq.models import ODETransformerModel
+from tests.conftest import TINY, TinyTask
+
+
+@register_layer_kind("bias-free-ffn")
+class BiasFreeFeedForward(LayerKind):
+    """F with a feed-forward network without biases."""
+
+    def build_fc1(self, input_dim, output_dim, q_noise, qn_block_size):
+        return nn.Linear(input_dim, output_dim, bias=False)
+
+    def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
+        return nn.Linear(input_dim, output_dim, bias=False)
+
+
+class BiasFreeModel(ODETransformerModel):
+    layer_kind = "bias-free-ffn"
+
+
+def test_a_registered_kind_builds_rk4_blocks_of_its_own_field():
+    args = argparse.Namespace(**TINY)
+    ARCH_CONFIG_REGISTRY["ode_transformer_rk4"](args)
+    torch.manual_seed(0)
+    model = BiasFreeModel.build_model(args, TinyTask()).eval()
+    block = model.encoder.layers[0]
+    assert isinstance(block, BiasFreeFeedForward) and isinstance(block, EncoderBlock)
+    assert type(model.decoder.layers[0]) is LAYER_KINDS["bias-free-ffn"].decoder
+    assert block.fc1.bias is None and block.fc2.bias is None
+    layer = TransformerEncoderLayerBase(block.cfg).eval()
+    layer.load_state_dict(block.state_dict(), strict=False)
+    with torch.no_grad():
+        layer.fc1.bias.zero_()
+        layer.fc2.bias.zero_()
+    G = lambda z: layer(z, encoder_padding_mask=None) - z  # noqa: E731
+    y = torch.randn(5, 2, 32)
+    k1 = G(y)
+    k2 = G(y + k1 / 2)
+    k3 = G(y + k2 / 2)
+    k4 = G(y + k3)
+    torch.testing.assert_close(block(y), y + (k1 + 2 * k2 + 2 * k3 + k4) / 6, atol=1e-5, rtol=0)

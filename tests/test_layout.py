@@ -1,0 +1,55 @@
+"""The layout shows the architecture: imports point one way, solvers ← layers ← models ← cli."""
+import ast
+from pathlib import Path
+
+from tests.e2e.cli import ROOT
+
+PACKAGE = Path(ROOT) / "ode_seq"
+# What each part of ode_seq may import from ode_seq (besides itself).
+ALLOWED = {
+    "solvers": set(),
+    "options": set(),
+    "checkpoint_files": set(),
+    "layers": {"solvers", "options"},
+    "models": {"solvers", "layers", "options", "checkpoint_files"},
+    "analysis": {"solvers", "layers", "checkpoint_files"},
+    "fairseq_fixes": {"checkpoint_files"},
+    "cli": {"analysis", "models", "fairseq_fixes", "checkpoint_files"},
+    "metrics": set(),
+}
+
+
+def _imported_parts(path: Path):
+    """The parts of ode_seq (first name under ode_seq) that ``path`` imports."""
+    package = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            names = (*base, *(node.module or "").split(".")) if node.module else base
+            if not node.module and node.level:
+                names = (*base, node.names[0].name)
+        elif isinstance(node, ast.Import):
+            names = tuple(node.names[0].name.split("."))
+        else:
+            continue
+        if len(names) > 1 and names[0] == "ode_seq":
+            yield names[1]
+
+
+def test_imports_point_one_way():
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        part = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        if part == "__init__":
+            continue
+        for imported in set(_imported_parts(path)) - ALLOWED[part] - {part}:
+            wrong.append(f"{path.relative_to(ROOT)} imports ode_seq.{imported}")
+    assert wrong == []
+
+
+def test_solvers_never_import_fairseq():
+    for path in (PACKAGE / "solvers").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [m for m in modules if m.split(".")[0] == "fairseq"], path
