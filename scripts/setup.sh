@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Create (or update) the project's virtual environment: bash scripts/setup.sh [VENV_DIR]
 # Needs CPython 3.11, 3.12 or 3.13 with pip and venv: PYTHON=/path/to/python, by default python3.11,
-# else python3 (an existing VENV_DIR keeps its own). On 3.12 and 3.13 fairseq is compiled, which also
-# needs a C++ compiler and Python's headers. Re-running is a no-op when the requirement files are unchanged.
+# else python3 (an existing VENV_DIR keeps its own). On 3.13 fairseq is compiled, which also needs a
+# C++ compiler and Python's headers. Re-running is a no-op when the requirement files are unchanged.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-${ODE_SEQ_VENV:-$ROOT/.venv}}"
@@ -35,9 +35,7 @@ fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 echo "ode-seq: installing requirements into $VENV (Python $VERSION)" >&2
 "${PIP[@]}" install -r "$ROOT/requirements.txt"
-if [ "$VERSION" != 3.11 ]; then
-  echo "ode-seq: compiling fairseq-fixed for Python $VERSION (several minutes)" >&2
-fi
+echo "ode-seq: installing fairseq (where no wheel exists, i.e. on Python 3.13, it compiles for minutes)" >&2
 "${PIP[@]}" install --no-deps --no-build-isolation -r "$ROOT/requirements-fairseq.txt" "$ALIAS"
 "$VENV/bin/python" - <<'PY'
 import spacy, torch
