@@ -27,10 +27,13 @@ declare -A SETTING=(
   [rk2l_d128_v8k_b2k_lr2e-3]="--arch ode_transformer_rk2_learned_small --vocab-size 8000 --max-tokens 2048 --lr 2e-3 --warmup 300 --max-update 740 -- $D128"
   [rk2l_d128_6-6_v4k_b2k_lr2e-3]="--arch ode_transformer_rk2_learned_small --vocab-size 4000 --max-tokens 2048 --lr 2e-3 --warmup 300 --max-update 480 -- $D128 --encoder-layers 6 --decoder-layers 6"
   [rk4_d128_v4k_b2k_lr2e-3]="--arch ode_transformer_rk4_small --vocab-size 4000 --max-tokens 2048 --lr 2e-3 --warmup 300 --max-update 640 -- $D128"
+  [rk2l_d128_v4k_b2k_lr3e-3_drop0]="--arch ode_transformer_rk2_learned_small --vocab-size 4000 --max-tokens 2048 --lr 3e-3 --warmup 300 --dropout 0 --max-update 870 -- $D128"
+  [rk4_d128_v4k_b2k_lr3e-3_drop0]="--arch ode_transformer_rk4_small --vocab-size 4000 --max-tokens 2048 --lr 3e-3 --warmup 300 --dropout 0 --max-update 640 -- $D128"
 )
 ORDER=(rk4_d256_v8k_b2k_lr1e-3 rk2l_d256_v4k_b2k_lr2e-3 rk2l_d128_v4k_b2k_lr2e-3 rk2l_d128_v4k_b2k_lr3e-3
        rk2l_d128_v4k_b2k_lr2e-3_drop0 rk2l_d128_v4k_b4k_lr2e-3 rk2l_d128_v8k_b2k_lr2e-3
-       rk2l_d128_6-6_v4k_b2k_lr2e-3 rk4_d128_v4k_b2k_lr2e-3)
+       rk2l_d128_6-6_v4k_b2k_lr2e-3 rk4_d128_v4k_b2k_lr2e-3 rk2l_d128_v4k_b2k_lr3e-3_drop0
+       rk4_d128_v4k_b2k_lr3e-3_drop0)
 
 WORK_DIR="$REPO_ROOT/work-dirs/demo-sweep"
 SETTINGS="${ORDER[*]}"
