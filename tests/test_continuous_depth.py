@@ -134,3 +134,13 @@ def test_adaptive_encoder_logs_its_function_evaluations_as_a_metric():
     with metrics.aggregate() as logged, torch.no_grad():
         model.encoder(src, src_lengths=lengths)
     assert logged["encoder_nfe"].sum == len(evaluations) > 0
+
+
+def test_dopri5_encoder_in_float16_and_bfloat16_stays_close_to_float32():
+    """The error norm is taken in float32: in float16 its squares overflowed, and torchdiffeq
+    stopped with 'underflow in dt 0.0'."""
+    from benchmarks.gpu_checks import SMOKE_SIZES, adaptive_checks
+
+    results = list(adaptive_checks(SMOKE_SIZES, "cpu"))
+    assert [r["dtype"] for r in results] == ["fp16", "bf16"]
+    assert all(r["relative_error"] < 0.05 and r["evaluations"] > 0 for r in results), results

@@ -47,9 +47,11 @@ ADAPTIVE_METHODS: Dict[str, AdaptiveMethod] = {
 
 
 def padding_aware_rms(padding_mask: Optional[Tensor]) -> Callable[[Tensor], Tensor]:
-    """RMS over the positions where ``padding_mask`` (B, T) is False; y is (T, B, C)."""
+    """RMS over the positions where ``padding_mask`` (B, T) is False; y is (T, B, C). Computed in
+    float32: the squares of ratios up to 1/rtol overflow float16."""
 
     def norm(ratio: Tensor) -> Tensor:
+        ratio = ratio.float()
         if padding_mask is None:
             return ratio.pow(2).mean().sqrt()
         keep = (~padding_mask).t().unsqueeze(-1).to(ratio.dtype)  # (T, B, 1)
