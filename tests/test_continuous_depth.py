@@ -144,3 +144,17 @@ def test_dopri5_encoder_in_float16_and_bfloat16_stays_close_to_float32():
     results = list(adaptive_checks(SMOKE_SIZES, "cpu"))
     assert [r["dtype"] for r in results] == ["fp16", "bf16"]
     assert all(r["relative_error"] < 0.05 and r["evaluations"] > 0 for r in results), results
+
+
+def test_dopri5_model_gets_finite_gradients_in_float16():
+    """No gradient flows through the step-size control, whose error norm overflowed float16
+    gradients of the source embeddings."""
+    from benchmarks.model_families import FEATURES
+
+    task = TinyTask()
+    arch, options = FEATURES["dopri5, parallel field, shared weights"]
+    model = build_model(arch, task, **options).half().train()
+    src, lengths, prev = random_batch(task, [6, 4, 3, 8])
+    logits = model(src, lengths, prev)[0]
+    torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), prev.roll(-1, 1).flatten()).backward()
+    assert [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()] == []
