@@ -165,8 +165,8 @@ def checks_report(records: List[Dict[str, Any]]) -> List[str]:
                 f" (bf16 rounding {r['rounding']:.2e})" if "rounding" in r else "")
             tolerance = f"{r['tolerance']:.2e}"
         elif r["group"] == "adaptive":
-            measured = (f"rel. error {r['relative_error']:.2e}, {r['evaluations']} evaluations "
-                        f"(fp32 {r['fp32_evaluations']})")
+            measured = (f"rel. error {r['relative_error']:.2e} (fixed-grid RK4 {r['rk4_relative_error']:.2e}), "
+                        f"{r['evaluations']} evaluations (fp32 {r['fp32_evaluations']})")
             tolerance = f"{r['tolerance']:.2e}"
         else:
             measured = r.get("error") or (f"{r['updates']} updates, losses {r['losses']}, "

@@ -136,14 +136,16 @@ def test_adaptive_encoder_logs_its_function_evaluations_as_a_metric():
     assert logged["encoder_nfe"].sum == len(evaluations) > 0
 
 
-def test_dopri5_encoder_in_float16_and_bfloat16_stays_close_to_float32():
-    """The error norm is taken in float32: in float16 its squares overflowed, and torchdiffeq
-    stopped with 'underflow in dt 0.0'."""
-    from benchmarks.gpu_checks import SMOKE_SIZES, adaptive_checks
+@pytest.mark.parametrize("sizes", ["SMOKE_SIZES", "GPU_SIZES"])
+def test_dopri5_encoder_in_float16_and_bfloat16_is_as_close_to_float32_as_rk4(sizes):
+    """The error norm is taken in float32 (in float16 its squares overflowed, and torchdiffeq
+    stopped with 'underflow in dt 0.0'), and so is the state (at d=512 a bfloat16 state lost the
+    small steps' increments: 6 % relative error, 13 times RK4's)."""
+    from benchmarks import gpu_checks
 
-    results = list(adaptive_checks(SMOKE_SIZES, "cpu"))
+    results = list(gpu_checks.adaptive_checks(getattr(gpu_checks, sizes), "cpu"))
     assert [r["dtype"] for r in results] == ["fp16", "bf16"]
-    assert all(r["relative_error"] < 0.05 and r["evaluations"] > 0 for r in results), results
+    assert all(r["passed"] and r["evaluations"] > 0 for r in results), results
 
 
 def test_dopri5_model_gets_finite_gradients_in_float16():
