@@ -1,45 +1,77 @@
 #!/usr/bin/env bash
-# benchmarks/run.py on one CUDA GPU: bf16 autocast with fp32 master weights, wall clock with CUDA
-# synchronisation, transformer-base width (d=512, FFN 2048, 8 heads, 6-6), larger batches than on
-# CPU. A few minutes on a current data-centre GPU.
+# The GPU run, from a bare machine with Python, a CUDA build of torch and no network (the device
+# machine of docs/benchmarks.md "GPU run"), in one call: install the wheels that
+# benchmarks/gpu_prepare.sh put in .whl/ (fairseq and the pure-Python packages it needs), then,
+# under one time budget (benchmarks/gpu_run.py): correctness checks on CUDA, the speed and memory
+# table in bf16 at d=512, and a short quality study on the prepared Bible corpus (.gpu-data/).
+# Everything goes to the output folder; summary.md there is also printed at the end.
 #
-# Usage: benchmarks/gpu.sh [--out-dir DIR] [-- extra benchmarks.run options]
-#   --out-dir DIR   where benchmarks-gpu.md (table) and benchmarks-gpu.json (rows) go
-#                   (default: work-dirs/benchmarks-gpu)
-# Needs a CUDA build of torch in the active environment: requirements.txt pins the CPU build, so on a
-# GPU machine install the CUDA wheel of the same torch version first.
+# Usage: benchmarks/gpu.sh [options]
+#   --out-dir DIR     results (default: $OUT where that is set, else work-dirs/gpu-run)
+#   --seconds N       the whole run's budget, installing included (default: 510)
+#   --cpu-smoke       every part on the CPU with tiny sizes, in about a minute (the test suite's check)
+#   --data-bin DIR    the corpus (default: .gpu-data/bible/data-bin, made by gpu_prepare.sh)
+#   --parts "A B"     of checks speed study (default: all three)
+# PYTHON names the interpreter (default: python3, the image's, which has torch).
 set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT_DIR="$REPO_ROOT/work-dirs/benchmarks-gpu"
-EXTRA=()
+PYTHON="${PYTHON:-python3}"
+OUT_DIR="${OUT:-$REPO_ROOT/work-dirs/gpu-run}"
+SECONDS_BUDGET=510
+SMOKE=0
+DATA_BIN="$REPO_ROOT/.gpu-data/bible/data-bin"
+PARTS="checks speed study"
+WHEELS="$REPO_ROOT/.whl"
+SITE=/tmp/ode-seq-site
 
+die() { echo "error: $*" >&2; exit 1; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --out-dir) [[ $# -ge 2 && -n "$2" ]] || { echo "error: --out-dir needs a value" >&2; exit 1; }
-      OUT_DIR="$2"; shift 2 ;;
-    --) shift; EXTRA=("$@"); break ;;
+    --out-dir) [[ $# -ge 2 && -n "$2" ]] || die "--out-dir needs a value"; OUT_DIR="$2"; shift 2 ;;
+    --seconds) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--seconds needs a whole number of seconds"
+      SECONDS_BUDGET="$2"; shift 2 ;;
+    --cpu-smoke) SMOKE=1; shift ;;
+    --data-bin) [[ $# -ge 2 && -n "$2" ]] || die "--data-bin needs a value"; DATA_BIN="$2"; shift 2 ;;
+    --parts) [[ $# -ge 2 && -n "$2" ]] || die "--parts needs a value"; PARTS="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) echo "error: unknown option $1 (see --help)" >&2; exit 1 ;;
+    *) die "unknown option $1 (see --help)" ;;
   esac
 done
+START=$(date +%s)
 
-python - <<'EOF' || exit 1
+# Nothing is written before these checks pass.
+command -v "$PYTHON" >/dev/null 2>&1 || die "no $PYTHON; set PYTHON to an interpreter that has torch"
+if [[ "$SMOKE" == 0 ]]; then
+  "$PYTHON" - <<'EOF' || exit 1
 import sys
 import torch
 if not torch.cuda.is_available():
     sys.exit(f"error: torch {torch.__version__} sees no CUDA device (CUDA build: "
-             f"{torch.version.cuda or 'no, CPU-only wheel'}); run this on a GPU machine with a CUDA "
-             "build of torch, or run `python -m benchmarks.run` for the CPU benchmark")
+             f"{torch.version.cuda or 'no, CPU-only wheel'}); run this on a GPU machine, or add "
+             "--cpu-smoke to run every part on the CPU with tiny sizes")
 EOF
+fi
+compgen -G "$DATA_BIN/dict.*.txt" >/dev/null || die "no prepared corpus in $DATA_BIN; run benchmarks/gpu_prepare.sh \
+first (or give --data-bin)"
+
+# fairseq and its missing dependencies from the carried wheels, unless this Python has them.
+if "$PYTHON" -c "import fairseq, hydra, omegaconf, bitarray, sacremoses" 2>/dev/null; then
+  INSTALL="nothing installed: fairseq and its dependencies were importable"
+else
+  compgen -G "$WHEELS/*.whl" >/dev/null || die "fairseq is not importable and $WHEELS holds no wheels; \
+run benchmarks/gpu_prepare.sh here and carry .whl"
+  BEFORE=$(date +%s)
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$SITE" "$WHEELS"/*.whl || die "installing the wheels of $WHEELS failed (messages above)"
+  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+  INSTALL="$(ls "$WHEELS"/*.whl | wc -l) wheels installed in $(( $(date +%s) - BEFORE )) s"
+fi
+echo "[gpu.sh] $INSTALL" >&2
 
 mkdir -p "$OUT_DIR"
 cd "$REPO_ROOT"
-python -m benchmarks.run --device cuda --dtype bfloat16 --clock wall --threads 4 \
-  --embed-dim 512 --layers 6 --batch-tokens 8192 --gen-sentences 64 --step-sentences 64 \
-  --sections training rk-overhead generation decoder-step compile \
-  --rounds 5 --warmup 2 --json "$OUT_DIR/benchmarks-gpu.json.tmp" "${EXTRA[@]}" \
-  > "$OUT_DIR/benchmarks-gpu.md.tmp" \
-  || { rm -f "$OUT_DIR"/benchmarks-gpu.*.tmp; echo "error: the GPU benchmark failed (messages above)" >&2; exit 1; }
-mv "$OUT_DIR/benchmarks-gpu.json.tmp" "$OUT_DIR/benchmarks-gpu.json"
-mv "$OUT_DIR/benchmarks-gpu.md.tmp" "$OUT_DIR/benchmarks-gpu.md"
-cat "$OUT_DIR/benchmarks-gpu.md"
+LEFT=$(( SECONDS_BUDGET - ($(date +%s) - START) - 15 ))  # 15 s for the summary and leaving
+(( LEFT > 30 )) || die "--seconds $SECONDS_BUDGET leaves no time for the parts after installing"
+ARGS=(--out-dir "$OUT_DIR" --data-bin "$DATA_BIN" --seconds "$LEFT" --install "$INSTALL" --parts $PARTS)
+[[ "$SMOKE" == 1 ]] && ARGS+=(--smoke)
+"$PYTHON" -m benchmarks.gpu_run "${ARGS[@]}"

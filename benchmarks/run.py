@@ -4,7 +4,8 @@ Sections (``--sections``): training (throughput and peak memory of L-L models, p
 checkpointing), rk-overhead (RK-n encoder of L blocks vs n·L layers), generation (beam search
 sentences/s), decoder-step (one incremental step of one layer, at two prefix lengths), and the
 opt-in compile (torch.compile'd RK4 blocks vs eager).
-Progress goes to stderr; the table and notes to stdout; ``--json FILE`` also saves the rows.
+Progress goes to stderr; the table and notes to stdout; ``--json FILE`` also saves the rows, after
+every section.
 """
 from __future__ import annotations
 
@@ -48,8 +49,9 @@ def environment(settings: Settings) -> str:
             f"{platform.machine()}, load average {os.getloadavg()[0]:.1f}")
 
 
-def run(settings: Settings) -> RunContext:
-    """Run the selected sections; the context holds the notes, ``rows`` the results."""
+def run(settings: Settings, after_section: Callable[[RunContext], None] = lambda context: None) -> RunContext:
+    """Run the selected sections, calling ``after_section`` after each; the context holds the
+    notes, ``rows`` the results."""
     torch.set_num_threads(settings.threads)
     dictionary, origin = build_dictionary(settings)
     context = RunContext(settings, dictionary)
@@ -57,14 +59,28 @@ def run(settings: Settings) -> RunContext:
     for section in settings.sections:
         context.log(f"section {section}")
         context.rows.extend(SECTION_RUNNERS[section](context))
+        after_section(context)
     context.log("done")
     return context
+
+
+def write_json(path: str, settings: Settings, started_in: str, context: RunContext) -> None:
+    """The rows so far as JSON, replacing ``path`` whole (a run cut short keeps its sections)."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"settings": asdict(settings),
+                   "environment": [started_in, environment(settings)],
+                   "notes": context.notes, "rows": [r.as_dict() for r in context.rows]},
+                  f, indent=2)
+    os.replace(path + ".tmp", path)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     settings, args = parse_settings(argv)
     started_in = environment(settings)
-    context = run(settings)
+    if args.json:
+        context = run(settings, lambda context: write_json(args.json, settings, started_in, context))
+    else:
+        context = run(settings)
     s = settings
     print(f"# ode-seq benchmark: d={s.embed_dim}, FFN {s.ffn_dim}, {s.heads} heads, "
           f"{s.layers}-{s.layers} layers, RK-overhead {s.rk_blocks} blocks")
@@ -73,12 +89,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(markdown(context.rows))
     for note in context.notes:
         print(f"- {note}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"settings": asdict(settings),
-                       "environment": [started_in, environment(settings)],
-                       "notes": context.notes, "rows": [r.as_dict() for r in context.rows]},
-                      f, indent=2)
     return 0
 
 

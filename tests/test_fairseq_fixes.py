@@ -118,3 +118,16 @@ def test_a_switched_off_fix_is_not_applied_and_the_others_are():
 def test_data_parallel_wrapper_is_a_subclass_of_torch_ddp():
     ddp = distributed_fairseq_model.DistributedDataParallel
     assert isinstance(ddp, type) and issubclass(ddp, DistributedDataParallel)
+
+
+@pytest.mark.parametrize("precision, tpu", [
+    (["--bf16"], False), (["--bf16", "--cpu"], False), (["--memory-efficient-bf16"], False),
+    (["--bf16", "--tpu"], True), (["--fp16"], False),
+])
+def test_bf16_leaves_the_tpu_path_off_unless_tpu_is_given(precision, tpu):
+    from fairseq import options
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        "data", "--user-dir", os.path.join(ROOT, "user_dir"), "--arch", "ode_transformer_euler_small",
+        "--optimizer", "adam", *precision])
+    assert args.tpu is tpu

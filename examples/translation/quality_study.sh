@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Quality study on the bundled English→Spanish Bible corpus: residual 6-6, RK2 with learned
 # coefficients 6-6, RK4 6-6 (ODE blocks in the encoder, as in the paper) and a residual 24-6 model
-# with the same layer evaluations as RK4 6-6, each trained with several seeds under one recipe,
-# then averaged, decoded (beam 4) and scored; docs-ready table of mean ± standard deviation.
-# Runs go in parallel, one thread each; finished stages are reused when the study is rerun.
+# with the same layer evaluations as RK4 6-6, each trained with several seeds, then averaged,
+# decoded (beam 4) and scored; docs-ready table of mean ± standard deviation.
+# By default every configuration gets one recipe (--lr, --warmup). With --tune, each configuration's
+# peak learning rate and warmup are first tuned on the validation set (final validation NLL of the
+# first seed, training only): the peak lr over --tune-lrs at --warmup, then the warmup over
+# --tune-warmups at the best lr; the comparison then trains every seed with each configuration's
+# best setting (the tuning run of the first seed is reused).
+# Runs go in parallel, one thread each; finished stages are reused when the study is rerun, so an
+# interrupted study resumes with the same command.
 #
 # Usage: quality_study.sh [options]
 #   --work-dir DIR        (default: work-dirs/quality-study)
@@ -12,12 +18,18 @@
 #   --max-update N        updates per run (default: 800)
 #   --max-tokens N        tokens per batch (default: 2048)
 #   --lr LR --warmup N    inverse_sqrt peak and warmup (default: 2e-3, 300)
+#   --tune                tune lr and warmup per configuration first (see above)
+#   --tune-lrs "A B ..."  peak learning rates tried at --warmup (default: 1e-3 2e-3 4e-3)
+#   --tune-warmups "N ..."  warmups tried at the best of them (default: 150 600)
 #   --embed-dim D         model width; FFN 4·D, D/32 heads (default: 128)
 #   --save-interval-updates K   checkpoint spacing; the newest 5 are averaged (default: 50)
 #   --train-pairs N --valid-pairs N --test-pairs N --vocab-size N --workers N   for prepare_bible.sh
 #                         (default: the whole corpus, a vocabulary of 4000)
 #   --jobs N              runs at a time, one intra-op thread each (default: nproc)
-#   --output FILE         the Markdown table (default: WORK_DIR/results.md)
+#   --output FILE         the Markdown table (default: WORK_DIR/results.md, with --tune
+#                         WORK_DIR/results-tuned.md; the tuning table is WORK_DIR/tuning.md)
+# Layout: every run is WORK_DIR/grid/CONFIG/lrLR-warmupN/seedS; WORK_DIR/runs/CONFIG (one recipe)
+# and WORK_DIR/tuned/CONFIG (tuned) link to the setting each table reports.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HERE="$REPO_ROOT/examples/translation"
@@ -29,6 +41,8 @@ declare -A CONFIG_ARCH=(
   [residual_24_6]=ode_transformer_euler_small
 )
 declare -A CONFIG_ENCODER_LAYERS=([residual_6_6]=6 [rk2_learned_6_6]=6 [rk4_6_6]=6 [residual_24_6]=24)
+# Most expensive configuration first: the short runs fill the gaps at the end of each phase.
+CONFIG_ORDER="residual_24_6 rk4_6_6 rk2_learned_6_6 residual_6_6"
 
 WORK_DIR="$REPO_ROOT/work-dirs/quality-study"
 CONFIGS="residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6"
@@ -37,6 +51,9 @@ MAX_UPDATE=800
 MAX_TOKENS=2048
 LR=2e-3
 WARMUP=300
+TUNE=0
+TUNE_LRS="1e-3 2e-3 4e-3"
+TUNE_WARMUPS="150 600"
 EMBED_DIM=128
 SAVE_INTERVAL=50
 PREPARE_ARGS=(--vocab-size 4000)
@@ -53,13 +70,16 @@ while [[ $# -gt 0 ]]; do
     --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
     --lr) require_option_value "$@"; LR="$2"; shift 2 ;;
     --warmup) require_option_value "$@"; WARMUP="$2"; shift 2 ;;
+    --tune) TUNE=1; shift ;;
+    --tune-lrs) require_option_value "$@"; TUNE_LRS="$2"; shift 2 ;;
+    --tune-warmups) require_option_value "$@"; TUNE_WARMUPS="$2"; shift 2 ;;
     --embed-dim) require_option_value "$@"; EMBED_DIM="$2"; shift 2 ;;
     --save-interval-updates) require_option_value "$@"; SAVE_INTERVAL="$2"; shift 2 ;;
     --train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers)
       require_option_value "$@"; PREPARE_ARGS+=("$1" "$2"); shift 2 ;;
     --jobs) require_option_value "$@"; JOBS="$2"; shift 2 ;;
     --output) require_option_value "$@"; OUTPUT="$2"; shift 2 ;;
-    --run) [[ $# -ge 3 ]] || die "--run needs CONFIG SEED"; RUN=("$2" "$3"); shift 3 ;;
+    --run) [[ $# -ge 6 ]] || die "--run needs CONFIG SEED LR WARMUP STAGES"; RUN=("$2" "$3" "$4" "$5" "$6"); shift 6 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -68,32 +88,45 @@ for config in $CONFIGS; do
   [[ -n "${CONFIG_ARCH[$config]:-}" ]] \
     || die "unknown configuration '$config'; choose from: ${!CONFIG_ARCH[*]}"
 done
-for value in "$MAX_UPDATE" "$MAX_TOKENS" "$WARMUP" "$EMBED_DIM" "$SAVE_INTERVAL" "$JOBS" $SEEDS; do
-  [[ "$value" =~ ^[1-9][0-9]*$ ]] || die "sizes, counts and seeds must be positive whole numbers, got '$value'"
+for value in "$MAX_UPDATE" "$MAX_TOKENS" "$WARMUP" "$EMBED_DIM" "$SAVE_INTERVAL" "$JOBS" $SEEDS $TUNE_WARMUPS; do
+  [[ "$value" =~ ^[1-9][0-9]*$ ]] || die "sizes, counts, warmups and seeds must be positive whole numbers, got '$value'"
 done
+for value in "$LR" $TUNE_LRS; do
+  [[ "$value" =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || die "learning rates must be numbers such as 2e-3, got '$value'"
+done
+[[ -n "$SEEDS" ]] || die "--seeds needs at least one seed"
 (( MAX_UPDATE >= 5 * SAVE_INTERVAL )) || die "--max-update $MAX_UPDATE saves fewer than the 5 checkpoints \
 that are averaged; give at least 5 × --save-interval-updates ($SAVE_INTERVAL) updates"
 (( EMBED_DIM % 32 == 0 )) || die "--embed-dim must be a multiple of 32 (one head per 32 dimensions), got $EMBED_DIM"
-OUTPUT="${OUTPUT:-$WORK_DIR/results.md}"
-RECIPE="max_update=$MAX_UPDATE max_tokens=$MAX_TOKENS lr=$LR warmup=$WARMUP embed_dim=$EMBED_DIM"
 
-run_one() {  # run_one CONFIG SEED — train, average the newest 5 checkpoints, decode, score
-  local config="$1" seed="$2"
-  local save_dir="$WORK_DIR/runs/$config/seed$seed"
-  check_run_config "$save_dir" "$RECIPE"
+recipe() {  # recipe LR WARMUP — the settings line a run directory records
+  echo "max_update=$MAX_UPDATE max_tokens=$MAX_TOKENS lr=$1 warmup=$2 embed_dim=$EMBED_DIM"
+}
+
+setting_dir() {  # setting_dir CONFIG LR WARMUP — the directory of one setting's seeds
+  echo "$WORK_DIR/grid/$1/lr$2-warmup$3"
+}
+
+run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all also average the newest 5 checkpoints, decode, score
+  local config="$1" seed="$2" lr="$3" warmup="$4" stages="$5"
+  local save_dir
+  save_dir="$(setting_dir "$config" "$lr" "$warmup")/seed$seed"
+  check_run_config "$save_dir" "$(recipe "$lr" "$warmup")"
   OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$HERE/train_bible.sh" --data-bin "$WORK_DIR/data-bin" \
     --save-dir "$save_dir" --arch "${CONFIG_ARCH[$config]}" --minutes 0 --max-update "$MAX_UPDATE" \
-    --max-tokens "$MAX_TOKENS" --lr "$LR" --warmup "$WARMUP" --seed "$seed" \
+    --max-tokens "$MAX_TOKENS" --lr "$lr" --warmup "$warmup" --seed "$seed" \
     --save-interval-updates "$SAVE_INTERVAL" \
     -- --encoder-layers "${CONFIG_ENCODER_LAYERS[$config]}" --decoder-layers 6 \
     --encoder-embed-dim "$EMBED_DIM" --decoder-embed-dim "$EMBED_DIM" \
     --encoder-ffn-embed-dim "$((4 * EMBED_DIM))" --decoder-ffn-embed-dim "$((4 * EMBED_DIM))" \
     --encoder-attention-heads "$((EMBED_DIM / 32))" --decoder-attention-heads "$((EMBED_DIM / 32))" \
     > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
-  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$HERE/evaluate.sh" --data-bin "$WORK_DIR/data-bin" \
-    --checkpoint-dir "$save_dir" --ref "$WORK_DIR/raw/test.es" --lang es \
-    --average-last 5 --checkpoint-kind update -- --max-len-a 1.5 --max-len-b 10 > /dev/null
-  log "finished $config seed $seed"
+  if [[ "$stages" == all ]]; then
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$HERE/evaluate.sh" --data-bin "$WORK_DIR/data-bin" \
+      --checkpoint-dir "$save_dir" --ref "$WORK_DIR/raw/test.es" --lang es \
+      --average-last 5 --checkpoint-kind update -- --max-len-a 1.5 --max-len-b 10 > /dev/null
+  fi
+  log "finished $config seed $seed (lr $lr, warmup $warmup)"
 }
 
 if [[ ${#RUN[@]} -gt 0 ]]; then
@@ -101,19 +134,77 @@ if [[ ${#RUN[@]} -gt 0 ]]; then
   exit 0
 fi
 
-"$HERE/prepare_bible.sh" --work-dir "$WORK_DIR" "${PREPARE_ARGS[@]}"
-# Seed-major order, most expensive configuration first: an interrupted study stays balanced
-# across configurations, and the short runs fill the gaps at the end.
-for seed in $SEEDS; do
-  for config in residual_24_6 rk4_6_6 rk2_learned_6_6 residual_6_6; do
-    if [[ " $CONFIGS " == *" $config "* ]]; then printf '%s %s\n' "$config" "$seed"; fi
-  done
-done | xargs -P "$JOBS" -n 2 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDATE" \
-  --max-tokens "$MAX_TOKENS" --lr "$LR" --warmup "$WARMUP" --embed-dim "$EMBED_DIM" \
-  --save-interval-updates "$SAVE_INTERVAL" --run \
-  || die "some runs failed (messages above); rerun to resume"
+run_all() {  # lines "CONFIG SEED LR WARMUP STAGES" on standard input, run --jobs at a time
+  xargs -P "$JOBS" -n 5 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDATE" \
+    --max-tokens "$MAX_TOKENS" --embed-dim "$EMBED_DIM" --save-interval-updates "$SAVE_INTERVAL" --run \
+    || die "some runs failed (messages above); rerun to resume"
+}
 
-python "$HERE/study_table.py" --runs-dir "$WORK_DIR/runs" --configs $CONFIGS --recipe "$RECIPE" \
+link_view() {  # link_view VIEW CONFIG LR WARMUP — VIEW/CONFIG points at that setting's seeds
+  mkdir -p "$WORK_DIR/$1"
+  ln -sfn "../grid/$2/lr$3-warmup$4" "$WORK_DIR/$1/$2"
+}
+
+ordered_configs() {
+  for config in $CONFIG_ORDER; do
+    if [[ " $CONFIGS " == *" $config "* ]]; then echo "$config"; fi
+  done
+}
+
+"$HERE/prepare_bible.sh" --work-dir "$WORK_DIR" "${PREPARE_ARGS[@]}"
+declare -A BEST_LR=() BEST_WARMUP=()
+if [[ "$TUNE" == 1 ]]; then
+  TUNE_SEED="${SEEDS%% *}"
+  tuning_best() {  # tuning_best CONFIG "LR/WARMUP ..." — sets BEST_LR and BEST_WARMUP of CONFIG to
+    local best       # the setting of lowest final validation NLL
+    best="$(python "$HERE/tuning_table.py" --grid-dir "$WORK_DIR/grid" --seed "$TUNE_SEED" --best "$1" \
+      --settings $2)" || die "could not pick the best setting of $1"
+    read -r BEST_LR[$1] BEST_WARMUP[$1] <<< "$best"
+  }
+  log "tuning phase 1: peak lr over $TUNE_LRS at warmup $WARMUP (seed $TUNE_SEED, training only)"
+  for config in $(ordered_configs); do
+    for lr in $TUNE_LRS; do echo "$config $TUNE_SEED $lr $WARMUP train"; done
+  done | run_all
+  declare -A SETTINGS=()
+  for config in $(ordered_configs); do
+    SETTINGS[$config]="$(for lr in $TUNE_LRS; do printf '%s/%s ' "$lr" "$WARMUP"; done)"
+    tuning_best "$config" "${SETTINGS[$config]}"
+  done
+  log "tuning phase 2: warmup over $TUNE_WARMUPS at each configuration's best lr"
+  for config in $(ordered_configs); do
+    for warmup in $TUNE_WARMUPS; do echo "$config $TUNE_SEED ${BEST_LR[$config]} $warmup train"; done
+  done | run_all
+  for config in $(ordered_configs); do
+    SETTINGS[$config]+="$(for warmup in $TUNE_WARMUPS; do printf '%s/%s ' "${BEST_LR[$config]}" "$warmup"; done)"
+    tuning_best "$config" "${SETTINGS[$config]}"
+  done
+  python "$HERE/tuning_table.py" --grid-dir "$WORK_DIR/grid" --seed "$TUNE_SEED" \
+    $(for config in $CONFIGS; do printf -- '--config %s %s ' "$config" "${SETTINGS[$config]}"; done) \
+    > "$WORK_DIR/tuning.md.tmp" || { rm -f "$WORK_DIR/tuning.md.tmp"; die "could not summarise the tuning"; }
+  publish "$WORK_DIR/tuning.md.tmp" "$WORK_DIR/tuning.md"
+  cat "$WORK_DIR/tuning.md"
+  VIEW=tuned
+  OUTPUT="${OUTPUT:-$WORK_DIR/results-tuned.md}"
+  RECIPE="max_update=$MAX_UPDATE max_tokens=$MAX_TOKENS embed_dim=$EMBED_DIM, lr and warmup tuned per configuration \
+on seed $TUNE_SEED's validation NLL: $(for config in $CONFIGS; do printf '%s lr=%s warmup=%s; ' "$config" \
+"${BEST_LR[$config]}" "${BEST_WARMUP[$config]}"; done)"
+  RECIPE="${RECIPE%; }"
+else
+  for config in $CONFIGS; do BEST_LR[$config]="$LR"; BEST_WARMUP[$config]="$WARMUP"; done
+  VIEW=runs
+  OUTPUT="${OUTPUT:-$WORK_DIR/results.md}"
+  RECIPE="$(recipe "$LR" "$WARMUP")"
+fi
+
+# Seed-major order: an interrupted comparison stays balanced across configurations.
+for seed in $SEEDS; do
+  for config in $(ordered_configs); do
+    echo "$config $seed ${BEST_LR[$config]} ${BEST_WARMUP[$config]} all"
+  done
+done | run_all
+for config in $CONFIGS; do link_view "$VIEW" "$config" "${BEST_LR[$config]}" "${BEST_WARMUP[$config]}"; done
+
+python "$HERE/study_table.py" --runs-dir "$WORK_DIR/$VIEW" --configs $CONFIGS --recipe "$RECIPE" \
   > "$OUTPUT.tmp" || { rm -f "$OUTPUT.tmp"; die "could not summarise the runs"; }
 publish "$OUTPUT.tmp" "$OUTPUT"
 cat "$OUTPUT"

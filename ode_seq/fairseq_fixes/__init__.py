@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 import fairseq
 
 from .atomic_checkpoint_copy import AtomicCheckpointCopy
-from .bf16_on_cpu import Bf16OnCPU
+from .bf16_without_tpu import Bf16WithoutTPU
 from .checkpoint_loading import CheckpointLoading
 from .cpu_ddp import CPUDistributedDataParallel
 from .fix import FairseqFix
@@ -31,7 +31,7 @@ FIXES: Dict[str, FairseqFix] = {
     fix.name: fix
     for fix in (
         KeepLastBatch(), NGramBlocking(), CheckpointLoading(), AtomicCheckpointCopy(),
-        CPUDistributedDataParallel(), Bf16OnCPU(), PreprocessHint(),
+        CPUDistributedDataParallel(), Bf16WithoutTPU(), PreprocessHint(),
     )
 }
 

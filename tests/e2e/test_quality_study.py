@@ -151,3 +151,22 @@ def test_table_script_runs_from_any_directory_without_pythonpath(tmp_path):
     missing = subprocess.run([sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "no")],
                              capture_output=True, text=True, cwd=tmp_path, env=env)
     assert missing.returncode == 2 and "run quality_study.sh first" in missing.stderr
+
+
+def test_tune_picks_each_configurations_setting_and_reuses_its_tuning_run(tmp_path):
+    work = tmp_path / "tuned"
+    args = ["--work-dir", str(work), *TINY_STUDY, "--configs", "residual_6_6", "--tune",
+            "--tune-lrs", "1e-3 4e-3", "--tune-warmups", "5"]
+    result = run_script("quality_study.sh", *args)
+    assert result.returncode == 0, result.stderr[-4000:]
+    grid = work / "grid" / "residual_6_6"
+    assert sorted(p.name for p in grid.iterdir()) == ["lr1e-3-warmup300", "lr4e-3-warmup300", "lr4e-3-warmup5"]
+    chosen = (work / "tuned" / "residual_6_6").resolve()
+    assert chosen.parent == grid and (chosen / "seed2" / "eval-test" / "scores.json").is_file()
+    assert (chosen / "seed1" / "eval-test" / "scores.json").is_file()  # the tuning run, evaluated
+    assert [d.name for d in grid.iterdir() if (d / "seed2").exists()] == [chosen.name]
+    tuning = (work / "tuning.md").read_text()
+    assert tuning.count("| residual (Euler) 6-6 |") == 3 and tuning.count("**") >= 2
+    lr, warmup = chosen.name.removeprefix("lr").split("-warmup")
+    assert f"residual_6_6 lr={lr} warmup={warmup}" in result.stdout
+    assert (work / "results-tuned.md").read_text() in result.stdout

@@ -24,7 +24,7 @@ from tests.e2e.corpus import reversal_pairs, write_parallel
 from tests.reliability.corpus import (
     OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error, resumable_training,
 )
-from tests.reliability.inprocess import parse_training_args
+from benchmarks.inprocess import parse_training_args
 
 Command = Tuple[str, List[str]]  # (tool, arguments)
 MAX_POSITIONS = ["--max-source-positions", "16", "--max-target-positions", "16"]

@@ -19,7 +19,7 @@ from tests.reliability.corpus import (
     OPTIMISATION, QUIET_CPU, RK4_LEARNED, kill_after_update_past_checkpoint, model_state,
     resumable_training,
 )
-from tests.reliability.inprocess import fairseq_trainer
+from benchmarks.inprocess import fairseq_trainer
 
 
 def _batches_per_epoch(log: str) -> int:

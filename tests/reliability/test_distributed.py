@@ -24,7 +24,7 @@ from tests.e2e.cli import run
 from tests.reliability.corpus import (
     NO_DROPOUT, OPTIMISATION, QUIET_CPU, RK4_LEARNED, max_abs_difference, model_state, start,
 )
-from tests.reliability.model_features import FEATURES
+from benchmarks.model_families import FEATURES
 
 UPDATES = 4
 

@@ -20,8 +20,8 @@ import torch
 from tests.conftest import TinyTask, build_model, random_batch
 from tests.e2e.cli import run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED
-from tests.reliability.inprocess import fairseq_trainer
-from tests.reliability.model_features import FEATURES
+from benchmarks.inprocess import fairseq_trainer
+from benchmarks.model_families import FEATURES
 
 
 def _train_log(data_bin, tmp_path, *precision: str) -> str:

@@ -1,6 +1,8 @@
-"""fairseq's Trainer built in this process from fairseq-train's command line."""
+"""fairseq's Trainer built in this process from fairseq-train's command line (the GPU run's
+checks and study, and the reliability tests)."""
 from __future__ import annotations
 
+import os
 from contextlib import chdir
 from typing import Any, Sequence, Tuple
 
@@ -10,7 +12,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 from omegaconf import DictConfig, open_dict
 
-from tests.e2e.cli import ROOT
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_training_args(args: Sequence[str]) -> DictConfig:

@@ -1,7 +1,8 @@
-"""Architectures that between them cover every model family and ODE feature of ode-seq."""
+"""Architectures that between them cover every model family and ODE feature of ode-seq: the
+reliability tests train each one, and ``benchmarks/gpu.sh`` trains each in fp16 and bf16."""
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 from fairseq.models import ARCH_MODEL_REGISTRY
 
@@ -27,3 +28,8 @@ _CANDIDATES: Dict[str, Tuple[str, Dict[str, Any]]] = {
 
 # Families whose code is not in this checkout (e.g. still being written) are left out.
 FEATURES = {name: arch for name, arch in _CANDIDATES.items() if arch[0] in ARCH_MODEL_REGISTRY}
+
+
+def command_line(options: Dict[str, Any]) -> List[str]:
+    """``options`` (model option values) as fairseq-train arguments."""
+    return [arg for key, value in options.items() for arg in (f"--{key.replace('_', '-')}", str(value))]

@@ -1,0 +1,299 @@
+"""Correctness of ode-seq on one device and in reduced precision: ``python -m benchmarks.gpu_checks``.
+
+Three groups of checks, each line of ``--out`` one result as JSON, written as it completes (a run
+cut short keeps what it finished):
+
+- decoding: incremental decoding (one position at a time, with the blocks' stage caches) against
+  the full forward pass, for every fixed-grid method and coefficient mode, in fp32 and bf16 (model
+  cast to bf16). The error is max |Δ log p| over the target positions. fp32 passes at
+  ``FP32_TOLERANCE``; bf16 passes when its error is at most ``BF16_FACTOR`` × the error bf16
+  rounding itself makes (max |log p_bf16 − log p_fp32| of the full forward), and finite.
+- training: a few updates of every model family (:mod:`benchmarks.model_families`, and the plain
+  residual model) through fairseq's own Trainer with ``--fp16`` and with ``--bf16``, as
+  fairseq-train runs them: passes when no step raises and every loss is finite.
+- adaptive: the dopri5 encoder in fp16 and bf16 against fp32: field evaluations and the relative
+  error of the encoder output; passes when it is at most ``ADAPTIVE_FACTOR`` × the relative error
+  of the same shared layer integrated by RK4 on its fixed grid in the same precision.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+from fairseq.data import Dictionary  # noqa: E402
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY  # noqa: E402
+
+from benchmarks.inprocess import ROOT, fairseq_trainer  # noqa: E402
+from benchmarks.model_families import FEATURES, command_line  # noqa: E402
+from ode_seq.analysis.solver_counts import adaptive_blocks  # noqa: E402
+from ode_seq.solvers import EvaluationCounter  # noqa: E402
+from ode_seq.solvers.coefficients import COEFFICIENT_MODES  # noqa: E402
+from ode_seq.solvers.tableaus import TABLEAUS  # noqa: E402
+
+FP32_TOLERANCE = 1e-4
+BF16_FACTOR = 2.0
+ADAPTIVE_FACTOR = 2.0
+TRAINING_UPDATES = 3
+PRECISIONS = {"fp16": ["--fp16"], "bf16": ["--bf16"]}
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Model sizes of the checks: the GPU run's, or tiny ones for ``--smoke``."""
+
+    embed_dim: int
+    heads: int
+    layers: int
+    vocab: int
+    lengths: Tuple[int, ...]
+
+    def options(self) -> Dict[str, int]:
+        d = self.embed_dim
+        return dict(encoder_embed_dim=d, decoder_embed_dim=d, encoder_ffn_embed_dim=4 * d,
+                    decoder_ffn_embed_dim=4 * d, encoder_attention_heads=self.heads,
+                    decoder_attention_heads=self.heads, encoder_layers=self.layers,
+                    decoder_layers=self.layers)
+
+
+GPU_SIZES = Sizes(embed_dim=512, heads=8, layers=2, vocab=1000, lengths=(12, 7, 16, 9))
+SMOKE_SIZES = Sizes(embed_dim=32, heads=4, layers=2, vocab=30, lengths=(6, 3, 8, 5))
+
+
+class Task:
+    """The two dictionaries fairseq's ``build_model`` reads from a task: ``vocab`` words."""
+
+    def __init__(self, vocab: int) -> None:
+        d = Dictionary()
+        for i in range(vocab):
+            d.add_symbol(f"w{i}")
+        self.source_dictionary = self.target_dictionary = d
+
+
+def build_model(arch: str, task: Task, seed: int = 0, **options: Any) -> torch.nn.Module:
+    """fairseq model ``arch`` with the given option values, on the CPU in fp32."""
+    args = argparse.Namespace(**options)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    torch.manual_seed(seed)
+    return ARCH_MODEL_REGISTRY[arch].build_model(args, task)
+
+
+def random_batch(task: Task, lengths: Sequence[int], seed: int = 0, device: str = "cpu"):
+    """(src_tokens, src_lengths, prev_output_tokens) with left-padded sources and right-padded
+    targets, as fairseq batches them."""
+    g = torch.Generator().manual_seed(seed)
+    d = task.source_dictionary
+    bsz, longest = len(lengths), max(lengths)
+    src = torch.full((bsz, longest), d.pad())
+    tgt = torch.full((bsz, longest + 1), d.pad())
+    for i, n in enumerate(lengths):
+        src[i, longest - n:] = torch.randint(d.nspecial, len(d), (n,), generator=g)
+        tgt[i, 0] = d.eos()
+        tgt[i, 1 : n + 1] = torch.randint(d.nspecial, len(d), (n,), generator=g)
+    return src.to(device), torch.tensor(lengths, device=device), tgt.to(device)
+
+
+def full_and_incremental_log_probs(model, task: Task, lengths: Sequence[int], seed: int = 0):
+    """(full forward, one position at a time with incremental state) log-probabilities as fp32,
+    and the mask of non-pad target positions; ``model`` must be in eval mode."""
+    device = next(model.parameters()).device
+    src, src_lengths, prev = random_batch(task, lengths, seed=seed, device=device)
+    with torch.no_grad():
+        full = model.get_normalized_probs(model(src, src_lengths, prev), log_probs=True).float()
+        encoder_out = model.encoder(src, src_lengths=src_lengths)
+        state, steps = {}, []
+        for t in range(prev.size(1)):
+            out = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+            steps.append(model.get_normalized_probs(out, log_probs=True).float())
+    return full, torch.cat(steps, dim=1), prev.ne(task.target_dictionary.pad())
+
+
+def max_difference(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
+    """max |a − b| over the positions in ``mask`` (last dimension: the vocabulary); NaN if any is."""
+    return (a - b).abs().amax(dim=-1)[mask].max().item()
+
+
+def incremental_decoding_error(model, task: Task, lengths: Sequence[int], seed: int = 0) -> float:
+    """Largest |Δ log p| over non-pad target positions between the full forward pass and
+    incremental decoding (the model must be in eval mode)."""
+    full, incremental, mask = full_and_incremental_log_probs(model, task, lengths, seed)
+    return max_difference(full, incremental, mask)
+
+
+def method_modes() -> Iterator[Tuple[str, str]]:
+    """Every fixed-grid method with every coefficient mode it admits (only ``fixed`` weights a
+    one-stage method)."""
+    for method, tableau in TABLEAUS.items():
+        for mode in COEFFICIENT_MODES:
+            if mode == "fixed" or tableau.stages >= 2:
+                yield method, mode
+
+
+def decoding_checks(sizes: Sizes, device: str) -> Iterator[Dict[str, Any]]:
+    """Every method and mode; with the smoke sizes, every method with fixed weights and RK4 with
+    every mode (the test suite checks all of them on the CPU)."""
+    task = Task(sizes.vocab)
+    for method, mode in method_modes():
+        if sizes == SMOKE_SIZES and mode != "fixed" and method != "rk4":
+            continue
+        model = build_model("ode_transformer_rk4_encdec", task, encoder_ode_method=method,
+                            decoder_ode_method=method, ode_coefficients=mode,
+                            **sizes.options()).to(device).eval()
+        full32, inc32, mask = full_and_incremental_log_probs(model, task, sizes.lengths)
+        error32 = max_difference(full32, inc32, mask)
+        yield dict(group="decoding", name=f"{method}/{mode}", dtype="fp32", error=error32,
+                   tolerance=FP32_TOLERANCE, passed=error32 <= FP32_TOLERANCE)
+        full16, inc16, _ = full_and_incremental_log_probs(model.to(torch.bfloat16), task, sizes.lengths)
+        error16 = max_difference(full16, inc16, mask)
+        rounding = max_difference(full16, full32, mask)
+        tolerance = BF16_FACTOR * rounding
+        yield dict(group="decoding", name=f"{method}/{mode}", dtype="bf16", error=error16,
+                   rounding=rounding, tolerance=tolerance,
+                   passed=math.isfinite(error16) and error16 <= tolerance)
+
+
+SMOKE_FAMILIES = ("residual (euler)", "dopri5, parallel field, shared weights")
+
+
+def training_families(smoke: bool) -> Dict[str, Tuple[str, Dict[str, Any]]]:
+    """Every family, or with ``smoke`` two (the reliability tests train every family on the CPU)."""
+    families = {"residual (euler)": ("ode_transformer_euler_small", {}), **FEATURES}
+    return {name: arch for name, arch in families.items() if not smoke or name in SMOKE_FAMILIES}
+
+
+def training_arguments(data_bin: str, arch: str, options: Dict[str, Any], sizes: Sizes,
+                       precision: str, device: str) -> List[str]:
+    """fairseq-train's command line for a few updates of ``arch`` in ``precision``."""
+    size_options = {k: v for k, v in sizes.options().items() if k not in options}
+    args = [data_bin, "--user-dir", os.path.join(ROOT, "user_dir"), "--arch", arch,
+            *command_line(size_options), *command_line(options), "--share-all-embeddings",
+            "--optimizer", "adam", "--lr", "1e-4", "--lr-scheduler", "inverse_sqrt",
+            "--warmup-updates", "10", "--criterion", "label_smoothed_cross_entropy",
+            "--label-smoothing", "0.1", "--max-tokens", "1024", "--num-workers", "0",
+            "--seed", "1", "--no-progress-bar", *PRECISIONS[precision]]
+    if device == "cpu":
+        # On a CPU, fairseq's flat fp32 master copy and its fp16-overflow handler ask torch.cuda for
+        # a device (docs/reliability.md): no flattening, and a loss scale too small to overflow.
+        args += ["--cpu", "--fp16-no-flatten-grads", "--fp16-init-scale", "1"]
+    return args
+
+
+def train_a_few_updates(args: Sequence[str]) -> Dict[str, Any]:
+    """Build fairseq-train's Trainer for ``args`` in this process and run a few updates."""
+    trainer, epoch = fairseq_trainer(args)
+    batches = epoch.next_epoch_itr(shuffle=False)
+    losses = []  # None: an fp16 overflow, whose update the loss scaler skipped
+    while trainer.get_num_updates() < TRAINING_UPDATES and len(losses) < 3 * TRAINING_UPDATES:
+        output = trainer.train_step([next(batches)])
+        losses.append(None if output is None else float(output["loss"]))
+    parameter = next(trainer.model.parameters())
+    return dict(losses=losses, updates=trainer.get_num_updates(), parameter_dtype=str(parameter.dtype),
+                device=str(parameter.device))
+
+
+def training_checks(sizes: Sizes, device: str, data_bin: str) -> Iterator[Dict[str, Any]]:
+    for family, (arch, family_options) in training_families(sizes == SMOKE_SIZES).items():
+        for precision in PRECISIONS:
+            result = dict(group="training", name=family, dtype=precision)
+            try:
+                outcome = train_a_few_updates(training_arguments(
+                    data_bin, arch, family_options, sizes, precision, device))
+            except Exception as error:  # the check's finding: which family, which precision, why
+                yield dict(result, passed=False, error=f"{type(error).__name__}: {error}",
+                           traceback=traceback.format_exc(limit=-4))
+                continue
+            finite = all(math.isfinite(loss) for loss in outcome["losses"] if loss is not None)
+            yield dict(result, **outcome, passed=finite and outcome["updates"] == TRAINING_UPDATES)
+
+
+def adaptive_checks(sizes: Sizes, device: str) -> Iterator[Dict[str, Any]]:
+    """The dopri5 encoder's output in fp16 and bf16 against fp32, beside the same shared layer on
+    RK4's fixed grid: passes when its relative error is at most ``ADAPTIVE_FACTOR`` × RK4's."""
+    task = Task(sizes.vocab)
+    arch, family_options = FEATURES["dopri5, parallel field, shared weights"]
+    src, lengths, _ = random_batch(task, sizes.lengths, seed=5, device=device)
+
+    def encode(model, dtype: torch.dtype) -> Tuple[torch.Tensor, int]:
+        model.to(dtype)
+        counters = [EvaluationCounter() for _ in adaptive_blocks(model.encoder)]
+        handles = [b.register_observer(c) for b, c in zip(adaptive_blocks(model.encoder), counters)]
+        try:
+            with torch.no_grad():
+                out = model.encoder(src, src_lengths=lengths)["encoder_out"][0].float()
+        finally:
+            for handle in handles:
+                handle.remove()
+        return out, sum(c.count for c in counters)
+
+    def relative_errors(method: str) -> Dict[str, Tuple[float, int]]:
+        model = build_model(arch, task, **{**sizes.options(), **family_options},
+                            encoder_ode_method=method).to(device).eval()
+        reference, evaluations = encode(model, torch.float32)
+        errors = {"fp32": (0.0, evaluations)}
+        for name in ("fp16", "bf16"):
+            out, evaluations = encode(model, DTYPES[name])
+            errors[name] = (((out - reference).norm() / reference.norm()).item(), evaluations)
+        return errors
+
+    adaptive, fixed = relative_errors("dopri5"), relative_errors("rk4")
+    for name in ("fp16", "bf16"):
+        (relative, evaluations), tolerance = adaptive[name], ADAPTIVE_FACTOR * fixed[name][0]
+        yield dict(group="adaptive", name="dopri5 encoder", dtype=name, relative_error=relative,
+                   rk4_relative_error=fixed[name][0], evaluations=evaluations,
+                   fp32_evaluations=adaptive["fp32"][1], tolerance=tolerance,
+                   passed=math.isfinite(relative) and relative <= tolerance)
+
+
+GROUPS: Dict[str, Callable[..., Iterator[Dict[str, Any]]]] = {
+    "decoding": lambda sizes, device, data_bin: decoding_checks(sizes, device),
+    "adaptive": lambda sizes, device, data_bin: adaptive_checks(sizes, device),
+    "training": training_checks,
+}
+
+
+def run_checks(groups: Sequence[str], sizes: Sizes, device: str, data_bin: str, out: TextIO) -> int:
+    """Run ``groups``, one JSON line per check; returns the number of failed checks."""
+    failed = 0
+    for group in groups:
+        started = time.perf_counter()
+        for result in GROUPS[group](sizes, device, data_bin):
+            result["device"] = device
+            out.write(json.dumps(result) + "\n")
+            out.flush()
+            failed += not result["passed"]
+            if not result["passed"]:
+                print(f"FAILED {json.dumps(result)}", file=sys.stderr, flush=True)
+        print(f"[checks] {group}: {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    return failed
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_checks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--smoke", action="store_true", help="tiny models (for the test suite)")
+    parser.add_argument("--data-bin", required=True, help="a fairseq data-bin for the training checks")
+    parser.add_argument("--groups", nargs="+", choices=list(GROUPS), default=list(GROUPS))
+    parser.add_argument("--out", required=True, help="JSON-lines file of results (appended)")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda, but torch sees no CUDA device")
+    sizes = SMOKE_SIZES if args.smoke else GPU_SIZES
+    with open(args.out, "a", encoding="utf-8") as out:
+        failed = run_checks(args.groups, sizes, args.device, args.data_bin, out)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""The GPU run's parts under one time budget: ``python -m benchmarks.gpu_run`` (benchmarks/gpu.sh
+runs it after installing what it carries).
+
+Parts, in order, each a process of its own with a share of the budget: ``checks``
+(:mod:`benchmarks.gpu_checks`), ``speed`` (:mod:`benchmarks.run`: the speed and memory table of
+docs/benchmarks.md in bf16 at d=512) and ``study`` (:mod:`benchmarks.gpu_study`). A part's limit is
+its share of the time then left, so time a part leaves unused goes to the later ones. A part past
+its limit is stopped (SIGTERM, then SIGKILL) and the next one starts; every part writes its results
+as it goes, so a stopped part keeps what it finished. Then ``summary.md`` is written from the
+results: the parts' limits, times and outcomes, the checks, the speed table and the study's
+learning curves. Output files (at most 8, as the device tool brings back): summary.md, parts.json,
+checks.jsonl, speed.md, speed.json, study.jsonl, run.log.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.table import Row, markdown  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXTENSIONS = ("fairseq.data.data_utils_fast", "fairseq.data.token_block_utils_fast", "fairseq.libbleu",
+              "fairseq.libbase", "fairseq.libnat", "fairseq.libnat_cuda")
+GPU_SPEED = ["--device", "cuda", "--dtype", "bfloat16", "--clock", "wall", "--threads", "4",
+             "--embed-dim", "512", "--layers", "6", "--batch-tokens", "8192", "--gen-sentences", "64",
+             "--step-sentences", "64", "--rounds", "5", "--warmup", "2",
+             "--sections", "training", "rk-overhead", "generation", "decoder-step", "compile"]
+SMOKE_SPEED = ["--smoke", "--sections", "training", "rk-overhead", "generation", "decoder-step"]
+SMOKE_STUDY = ["--smoke", "--max-updates", "6"]  # a smoke run takes as long as its work, not its budget
+SMOKE_SHARES = {"checks": 0.4, "speed": 0.25, "study": 0.35}
+STUDY_SHARE_OF_LIMIT = 0.9  # the study ends itself within this part of its limit
+STOP_GRACE_SECONDS = 10
+
+
+@dataclass
+class Options:
+    out_dir: str
+    data_bin: str
+    device: str
+    smoke: bool
+
+
+@dataclass
+class Part:
+    name: str
+    share: float  # of the time left when it starts, against the later parts' shares
+    command: Callable[[Options, float], List[str]]
+    stdout: Optional[str] = None  # file of the part's standard output; else it goes to run.log
+
+
+@dataclass
+class Outcome:
+    name: str
+    limit_seconds: float
+    seconds: float = 0.0
+    status: str = "not started"
+    command: List[str] = field(default_factory=list)
+
+
+def python(*args: str) -> List[str]:
+    return [sys.executable, "-m", *args]
+
+
+PARTS = [
+    Part("checks", 0.2, lambda o, limit: python(
+        "benchmarks.gpu_checks", "--device", o.device, "--data-bin", o.data_bin,
+        "--out", os.path.join(o.out_dir, "checks.jsonl"), *(["--smoke"] if o.smoke else []))),
+    Part("speed", 0.35, lambda o, limit: python(
+        "benchmarks.run", *(SMOKE_SPEED if o.smoke else GPU_SPEED),
+        "--json", os.path.join(o.out_dir, "speed.json")), stdout="speed.md"),
+    Part("study", 0.45, lambda o, limit: python(
+        "benchmarks.gpu_study", "--device", o.device, "--precision", "bf16", "--data-bin", o.data_bin,
+        "--deadline", f"{time.time() + STUDY_SHARE_OF_LIMIT * limit:.0f}",
+        "--out", os.path.join(o.out_dir, "study.jsonl"), *(SMOKE_STUDY if o.smoke else []))),
+]
+
+
+def share(part: Part, smoke: bool) -> float:
+    """The part's share; with --smoke the checks get more, being as many as on the GPU but on a CPU."""
+    return SMOKE_SHARES[part.name] if smoke else part.share
+
+
+def run_part(part: Part, options: Options, limit: float, log) -> Outcome:
+    """Run ``part`` for at most ``limit`` seconds; its stderr (and stdout unless it has a file) go to ``log``."""
+    outcome = Outcome(part.name, limit, command=part.command(options, limit))
+    log.write(f"\n===== part {part.name}: limit {limit:.0f} s: {' '.join(outcome.command)}\n")
+    log.flush()
+    stdout = open(os.path.join(options.out_dir, part.stdout), "w") if part.stdout else log
+    started = time.perf_counter()
+    try:
+        process = subprocess.Popen(outcome.command, cwd=ROOT, stdout=stdout, stderr=log,
+                                   start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        try:
+            returncode = process.wait(timeout=limit)
+            outcome.status = "finished" if returncode == 0 else f"failed (exit {returncode})"
+        except subprocess.TimeoutExpired:
+            stop(process)
+            outcome.status = f"cut at its limit of {limit:.0f} s (partial results kept)"
+    finally:
+        if part.stdout:
+            stdout.close()
+    outcome.seconds = time.perf_counter() - started
+    log.write(f"===== part {part.name}: {outcome.status} after {outcome.seconds:.0f} s\n")
+    log.flush()
+    return outcome
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the part's process group, SIGKILL if it is still there after a grace period."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=STOP_GRACE_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def environment(options: Options) -> Dict[str, Any]:
+    """Python, torch, the device, fairseq, and which of fairseq's compiled extensions load."""
+    probe = ("import importlib, json, torch, fairseq\n"
+             "loads = {}\n"
+             f"for name in {EXTENSIONS!r}:\n"
+             "    try:\n"
+             "        importlib.import_module(name); loads[name] = 'loads'\n"
+             "    except Exception as error:\n"
+             "        loads[name] = f'{type(error).__name__}: {error}'[:300]\n"
+             "print(json.dumps(dict(torch=torch.__version__, cuda=torch.version.cuda,\n"
+             "    device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu',\n"
+             "    fairseq=fairseq.__version__, extensions=loads)))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    found = json.loads(result.stdout) if result.returncode == 0 else {"probe_error": result.stderr[-2000:]}
+    return dict(python=platform.python_version(), machine=platform.machine(), cpus=os.cpu_count(),
+                smoke=options.smoke, **found)
+
+
+def read_json_lines(path: str) -> List[Dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def checks_report(records: List[Dict[str, Any]]) -> List[str]:
+    failed = [r for r in records if not r["passed"]]
+    lines = [f"## Correctness: {len(records)} checks, {len(failed)} failed", "",
+             "| group | check | precision | measured | tolerance | passed |", "|---|---|---|---|---|---|"]
+    for r in records:
+        if r["group"] == "decoding":
+            measured = f"max Δlog p {r['error']:.2e}" + (
+                f" (bf16 rounding {r['rounding']:.2e})" if "rounding" in r else "")
+            tolerance = f"{r['tolerance']:.2e}"
+        elif r["group"] == "adaptive":
+            measured = (f"rel. error {r['relative_error']:.2e} (fixed-grid RK4 {r['rk4_relative_error']:.2e}), "
+                        f"{r['evaluations']} evaluations (fp32 {r['fp32_evaluations']})")
+            tolerance = f"{r['tolerance']:.2e}"
+        else:
+            measured = r.get("error") or (f"{r['updates']} updates, losses {r['losses']}, "
+                                          f"{r['parameter_dtype']} on {r['device']}")
+            tolerance = "no error, finite losses"
+        lines.append(f"| {r['group']} | {r['name']} | {r['dtype']} | {measured} | {tolerance} | "
+                     f"{'yes' if r['passed'] else 'NO'} |")
+    return lines
+
+
+def study_report(records: List[Dict[str, Any]]) -> List[str]:
+    start = next((r for r in records if r["event"] == "start"), None)
+    if start is None:
+        return ["## Quality study", "", "No results (the part did not get as far as building its models)."]
+    valid = [r for r in records if r["event"] == "valid"]
+    updates = sorted({r["updates"] for r in valid})
+    shown = updates if len(updates) <= 10 else [updates[i * (len(updates) - 1) // 9] for i in range(10)]
+    lines = ["## Quality study", "", f"{start['precision']} on {start['device']}, recipe {start['recipe']}; "
+             "every configuration gets the same updates, round-robin. Validation NLL in bits/token:", "",
+             "| configuration | parameters | " + " | ".join(f"{u} updates" for u in shown) + " |",
+             "|---|---|" + "---|" * len(shown)]
+    for config in start["configs"]:
+        nll = {r["updates"]: r["valid_nll"] for r in valid if r["config"] == config}
+        lines.append(f"| {config} | {start['parameters'][config]:,} | "
+                     + " | ".join(f"{nll[u]:.3f}" if u in nll else "" for u in shown) + " |")
+    tests = [r for r in records if r["event"] == "test"]
+    if tests:
+        lines += ["", "Test set, beam 4, tokenised BLEU (SentencePiece removed, Moses tokens):", "",
+                  "| configuration | updates | BLEU | brevity penalty | sentences |", "|---|---|---|---|---|"]
+        lines += [f"| {r['config']} | {r['updates']} | {r['bleu']:.2f} | {r['brevity_penalty']:.3f} | "
+                  f"{r['sentences']} |" for r in tests]
+    return lines
+
+
+def write_summary(out_dir: str, env: Dict[str, Any], outcomes: Sequence[Outcome]) -> str:
+    lines = ["# ode-seq GPU run", "", "Environment: " + json.dumps(env), "",
+             "| part | limit (s) | used (s) | outcome |", "|---|---|---|---|"]
+    lines += [f"| {o.name} | {o.limit_seconds:.0f} | {o.seconds:.0f} | {o.status} |" for o in outcomes]
+    lines += [""] + checks_report(read_json_lines(os.path.join(out_dir, "checks.jsonl")))
+    speed = os.path.join(out_dir, "speed.md")
+    lines += ["", "## Speed and memory", ""]
+    rows = os.path.join(out_dir, "speed.json")
+    if os.path.exists(speed) and os.path.getsize(speed):
+        with open(speed, encoding="utf-8") as f:
+            lines.append(f.read().rstrip())
+    elif os.path.exists(rows):
+        with open(rows, encoding="utf-8") as f:
+            finished = json.load(f)["rows"]
+        lines += ["The sections finished before the part was stopped:", "", markdown([
+            Row(r["section"], r["comparison"], r["metric"], r["ratio"],
+                tuple(r["target"]) if r["target"] else None, r["detail"]) for r in finished])]
+    else:
+        lines.append("No results: the part was stopped before its first section ended.")
+    lines += [""] + study_report(read_json_lines(os.path.join(out_dir, "study.jsonl")))
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out_dir, "summary.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    return text
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--data-bin", required=True, help="the prepared corpus (train, valid, test)")
+    parser.add_argument("--seconds", type=float, required=True, help="time budget of all parts")
+    parser.add_argument("--smoke", action="store_true", help="on the CPU with tiny sizes")
+    parser.add_argument("--parts", nargs="+", choices=[p.name for p in PARTS], default=[p.name for p in PARTS])
+    parser.add_argument("--install", default="", help="what installing took, for the summary")
+    args = parser.parse_args(argv)
+    options = Options(args.out_dir, args.data_bin, "cpu" if args.smoke else "cuda", args.smoke)
+    deadline = time.perf_counter() + args.seconds
+    os.makedirs(args.out_dir, exist_ok=True)
+    env = dict(install=args.install, **environment(options))
+    outcomes: List[Outcome] = []
+    chosen = [p for p in PARTS if p.name in args.parts]
+    with open(os.path.join(args.out_dir, "run.log"), "a", encoding="utf-8") as log:
+        for i, part in enumerate(chosen):
+            left = deadline - time.perf_counter()
+            limit = left * share(part, args.smoke) / sum(share(p, args.smoke) for p in chosen[i:])
+            outcomes.append(run_part(part, options, max(limit, 1.0), log))
+    with open(os.path.join(args.out_dir, "parts.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(environment=env, parts=[asdict(o) for o in outcomes]), f, indent=2)
+    print(write_summary(args.out_dir, env, outcomes))
+    return 0 if all(o.status == "finished" for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

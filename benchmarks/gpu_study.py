@@ -1,0 +1,210 @@
+"""A short quality study on one device: ``python -m benchmarks.gpu_study``.
+
+The four configurations of examples/translation/quality_study.sh — residual 6-6, RK2 with learned
+coefficients 6-6, RK4 6-6 and residual 24-6 — at transformer-base size (d=512, FFN 2048, 8 heads),
+trained in ONE process, round-robin: one update of each configuration in turn, until the time
+budget's training share is spent. So every configuration gets the same number of updates (the
+same batches, in the same order), as many as the time allows. Each is fairseq-train's own Trainer
+(Adam, inverse square root schedule, label smoothing 0.1, --bf16 or --fp16 as given).
+
+Written to ``--out`` as JSON lines as they happen, so a run cut short keeps everything up to then:
+the validation NLL (bits per target token over the whole validation set, as fairseq reports it) of
+every configuration every ``--valid-every`` updates and at the end, then per configuration the
+tokenised BLEU of beam search (beam 4, length penalty 0.6) on the test set: SentencePiece removed,
+Moses tokens kept, sacreBLEU with tokenize=none.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, TextIO
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import sacrebleu  # noqa: E402
+import torch  # noqa: E402
+from fairseq import utils  # noqa: E402
+from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
+
+from benchmarks.inprocess import ROOT, fairseq_trainer  # noqa: E402
+from benchmarks.model_families import command_line  # noqa: E402
+
+# configuration → (architecture, encoder layers); decoders have as many layers as a 6-6 model's.
+CONFIGS = {
+    "residual_6_6": ("ode_transformer_euler", 6),
+    "rk2_learned_6_6": ("ode_transformer_rk2_learned", 6),
+    "rk4_6_6": ("ode_transformer_rk4", 6),
+    "residual_24_6": ("ode_transformer_euler", 24),
+}
+BEAM, LENPEN = 4, 0.6
+
+
+@dataclass(frozen=True)
+class Recipe:
+    embed_dim: int = 512
+    heads: int = 8
+    layers: int = 6  # a 6-6 model's; residual 24-6 has 4x as many encoder layers
+    max_tokens: int = 8192
+    lr: float = 1e-3
+    warmup: int = 200
+    valid_every: int = 50
+    max_len_a: float = 1.5  # beam search's output limit, a·source length + b
+    max_len_b: int = 10
+
+    def arguments(self, data_bin: str, config: str, precision: str, device: str) -> List[str]:
+        arch, encoder_layers = CONFIGS[config]
+        d = self.embed_dim
+        sizes = dict(encoder_embed_dim=d, decoder_embed_dim=d, encoder_ffn_embed_dim=4 * d,
+                     decoder_ffn_embed_dim=4 * d, encoder_attention_heads=self.heads,
+                     decoder_attention_heads=self.heads, decoder_layers=self.layers,
+                     encoder_layers=encoder_layers * self.layers // 6)
+        args = [data_bin, "--user-dir", os.path.join(ROOT, "user_dir"), "--arch", arch,
+                *command_line(sizes), "--share-all-embeddings", "--dropout", "0.1",
+                "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
+                "--lr", str(self.lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
+                str(self.warmup), "--warmup-init-lr", "1e-07", "--criterion",
+                "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--max-tokens",
+                str(self.max_tokens), "--seed", "1", "--num-workers", "0", "--no-progress-bar",
+                f"--{precision}"]
+        if device == "cpu":  # see benchmarks.gpu_checks.training_arguments
+            args += ["--cpu", "--fp16-no-flatten-grads", "--fp16-init-scale", "1"]
+        return args
+
+
+SMOKE_RECIPE = Recipe(embed_dim=32, heads=2, layers=2, max_tokens=300, lr=1e-3, warmup=4, valid_every=2,
+                      max_len_a=0, max_len_b=4)
+
+
+class Run:
+    """One configuration: its Trainer and an endless stream of training batches."""
+
+    def __init__(self, args: Sequence[str]) -> None:
+        self.trainer, self.epochs = fairseq_trainer(args)
+        self.task = self.trainer.task
+        self.batches = self.epochs.next_epoch_itr(shuffle=True)
+
+    def update(self) -> Optional[float]:
+        if not self.batches.has_next():
+            self.batches = self.trainer.get_train_iterator(self.epochs.epoch + 1).next_epoch_itr(shuffle=True)
+        output = self.trainer.train_step([next(self.batches)])
+        return None if output is None else float(output["loss"])
+
+    def samples(self, split: str, max_tokens: int):
+        self.task.load_dataset(split)
+        itr = self.task.get_batch_iterator(
+            dataset=self.task.dataset(split), max_tokens=max_tokens,
+            max_positions=utils.resolve_max_positions(self.task.max_positions(),
+                                                      self.trainer.model.max_positions()),
+        ).next_epoch_itr(shuffle=False)
+        for sample in itr:
+            yield utils.move_to_cuda(sample) if self.trainer.cuda else sample
+
+    def valid_nll(self, max_tokens: int) -> float:
+        """Validation NLL in bits per target token (fairseq's ``nll_loss`` of the valid subset)."""
+        model, criterion = self.trainer.model, self.trainer.criterion
+        model.eval()
+        nll, tokens = 0.0, 0
+        with torch.no_grad():
+            for sample in self.samples("valid", max_tokens):
+                _, _, log = criterion(model, sample)
+                nll, tokens = nll + float(log["nll_loss"]), tokens + int(log["ntokens"])
+        model.train()
+        return nll / tokens / math.log(2)
+
+    def test_bleu(self, recipe: Recipe) -> Dict[str, Any]:
+        """Tokenised BLEU of beam search on the test subset."""
+        model, dictionary = self.trainer.model, self.task.target_dictionary
+        model.eval()
+        generator = SequenceGenerator([model], dictionary, beam_size=BEAM, len_penalty=LENPEN,
+                                      max_len_a=recipe.max_len_a, max_len_b=recipe.max_len_b)
+        hypotheses: Dict[int, str] = {}
+        references: Dict[int, str] = {}
+        with torch.no_grad():
+            for sample in self.samples("test", recipe.max_tokens):
+                for i, (sample_id, hypos) in enumerate(zip(sample["id"].tolist(), generator.generate([model], sample))):
+                    hypotheses[sample_id] = dictionary.string(hypos[0]["tokens"], "sentencepiece")
+                    target = utils.strip_pad(sample["target"][i], dictionary.pad())
+                    references[sample_id] = dictionary.string(target, "sentencepiece")
+        model.train()
+        ids = sorted(references)
+        bleu = sacrebleu.corpus_bleu([hypotheses[i] for i in ids], [[references[i] for i in ids]],
+                                     tokenize="none")
+        return dict(bleu=bleu.score, sentences=len(ids), brevity_penalty=bleu.bp)
+
+
+def write(out: TextIO, record: Dict[str, Any]) -> None:
+    out.write(json.dumps(record) + "\n")
+    out.flush()
+    print(f"[study] {json.dumps(record)}", file=sys.stderr, flush=True)
+
+
+def study(data_bin: str, configs: Sequence[str], recipe: Recipe, precision: str, device: str,
+          deadline: float, evaluation_share: float, out: TextIO, max_updates: Optional[int] = None) -> None:
+    """Round-robin training until (1 − evaluation_share) of the time to ``deadline`` (a
+    ``time.time()``) is spent or ``max_updates`` are made, then validation and BLEU."""
+    started = time.perf_counter()
+    seconds = deadline - time.time()
+    runs = {config: Run(recipe.arguments(data_bin, config, precision, device)) for config in configs}
+    write(out, dict(event="start", configs=list(configs), recipe=recipe.__dict__, precision=precision,
+                    device=device, parameters={c: sum(p.numel() for p in r.trainer.model.parameters())
+                                               for c, r in runs.items()},
+                    setup_seconds=time.perf_counter() - started))
+    training_ends = started + seconds * (1 - evaluation_share)
+    updates, skipped = 0, {config: 0 for config in configs}
+    round_seconds = 0.0
+    while time.perf_counter() + round_seconds < training_ends and updates != max_updates:
+        round_started = time.perf_counter()
+        for config, run in runs.items():
+            skipped[config] += run.update() is None
+        updates += 1
+        round_seconds = time.perf_counter() - round_started
+        if updates % recipe.valid_every == 0:
+            validate(runs, updates, recipe, started, out)
+    if updates % recipe.valid_every:
+        validate(runs, updates, recipe, started, out)
+    write(out, dict(event="trained", updates=updates, skipped_updates=skipped,
+                    elapsed=time.perf_counter() - started))
+    for config, run in runs.items():
+        write(out, dict(event="test", config=config, updates=updates, **run.test_bleu(recipe),
+                        elapsed=time.perf_counter() - started))
+
+
+def validate(runs: Dict[str, Run], updates: int, recipe: Recipe, started: float, out: TextIO) -> None:
+    for config, run in runs.items():
+        write(out, dict(event="valid", config=config, updates=updates,
+                        valid_nll=run.valid_nll(recipe.max_tokens), elapsed=time.perf_counter() - started))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_study", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-bin", required=True, help="fairseq data-bin with train, valid and test")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--precision", choices=("bf16", "fp16"), default="bf16")
+    parser.add_argument("--deadline", type=float, required=True,
+                        help="when the study must have ended, in seconds since the epoch (time.time())")
+    parser.add_argument("--evaluation-share", type=float, default=0.25,
+                        help="part of the time to --deadline kept for the final validation and test BLEU (default 0.25)")
+    parser.add_argument("--max-updates", type=int, help="stop training after this many updates, if earlier")
+    parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
+    parser.add_argument("--smoke", action="store_true", help="tiny models (for the test suite)")
+    parser.add_argument("--out", required=True, help="JSON-lines file of results (appended)")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda, but torch sees no CUDA device")
+    if not 0 < args.evaluation_share < 1 or args.deadline <= time.time():
+        parser.error("--deadline must lie ahead and --evaluation-share between 0 and 1")
+    with open(args.out, "a", encoding="utf-8") as out:
+        study(args.data_bin, args.configs, SMOKE_RECIPE if args.smoke else Recipe(), args.precision,
+              args.device, args.deadline, args.evaluation_share, out, args.max_updates)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""benchmarks/gpu.sh in its --cpu-smoke mode (every part on the CPU with tiny sizes, so the GPU run
+cannot rot between GPU sessions), and the time budget that cuts a part cleanly."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks import gpu_checks, gpu_run
+from tests.e2e.corpus import preprocess, write_reversal_corpus
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = {"residual_6_6", "rk2_learned_6_6", "rk4_6_6", "residual_24_6"}
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    raw = tmp_path_factory.mktemp("corpus")
+    write_reversal_corpus(raw)
+    preprocess(raw, raw / "bin")
+    out = tmp_path_factory.mktemp("gpu-run")
+    env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
+    env.pop("OUT", None)
+    result = subprocess.run(["bash", str(REPO_ROOT / "benchmarks" / "gpu.sh"), "--cpu-smoke", "--out-dir",
+                             str(out), "--data-bin", str(raw / "bin"), "--seconds", "240"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    return out, result
+
+
+def records(path: Path) -> list:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_every_part_runs_within_its_limit_and_none_fails(smoke_run):
+    out, result = smoke_run
+    parts = json.loads((out / "parts.json").read_text())
+    assert [p["name"] for p in parts["parts"]] == ["checks", "speed", "study"], result.stderr[-3000:]
+    assert [p["status"] for p in parts["parts"]] == ["finished"] * 3, result.stderr[-3000:]
+    assert result.returncode == 0
+    assert parts["environment"]["extensions"]["fairseq.data.data_utils_fast"] == "loads"
+    assert sorted(os.listdir(out)) == ["checks.jsonl", "parts.json", "run.log", "speed.json", "speed.md",
+                                       "study.jsonl", "summary.md"]
+
+
+def test_checks_pass_on_the_cpu(smoke_run):
+    checks = records(smoke_run[0] / "checks.jsonl")
+    assert checks and all(check["passed"] for check in checks)
+    assert {c["group"] for c in checks} == {"decoding", "adaptive", "training"}
+    assert {(c["name"], c["dtype"]) for c in checks if c["group"] == "training"} == {
+        (family, precision) for family in gpu_checks.SMOKE_FAMILIES for precision in ("fp16", "bf16")}
+    decoding = {(c["name"], c["dtype"]) for c in checks if c["group"] == "decoding"}
+    assert {("rk4/learned", "fp32"), ("rk4/learned", "bf16"), ("euler/fixed", "bf16")} <= decoding
+
+
+def test_speed_rows_and_study_curves_are_written(smoke_run):
+    out = smoke_run[0]
+    assert json.loads((out / "speed.json").read_text())["rows"]
+    study = records(out / "study.jsonl")
+    assert study[0]["event"] == "start" and set(study[0]["configs"]) == CONFIGS
+    valid = [r for r in study if r["event"] == "valid"]
+    assert {r["config"] for r in valid} == CONFIGS
+    for config in CONFIGS:  # every configuration reached the same updates
+        assert [r["updates"] for r in valid if r["config"] == config] == [
+            r["updates"] for r in valid if r["config"] == "residual_6_6"]
+    assert max(r["updates"] for r in valid) == 6  # the smoke run's --max-updates
+    assert {r["config"] for r in study if r["event"] == "test"} == CONFIGS
+    summary = (out / "summary.md").read_text()
+    for heading in ("## Correctness", "## Speed and memory", "## Quality study", "| residual_24_6 |"):
+        assert heading in summary
+
+
+def test_a_part_past_its_limit_is_stopped_and_keeps_its_output(tmp_path):
+    sleeper = gpu_run.Part("sleeper", 1.0, lambda options, limit: [
+        sys.executable, "-c", "print('partial result', flush=True); import time; time.sleep(120)"])
+    options = gpu_run.Options(str(tmp_path), "", "cpu", True)
+    started = time.perf_counter()
+    with open(tmp_path / "run.log", "w") as log:
+        outcome = gpu_run.run_part(sleeper, options, 3.0, log)
+    assert time.perf_counter() - started < 3.0 + gpu_run.STOP_GRACE_SECONDS
+    assert outcome.status.startswith("cut at its limit of 3 s")
+    assert "partial result" in (tmp_path / "run.log").read_text()
+
+
+def test_a_failing_part_is_reported_as_failed(tmp_path):
+    failing = gpu_run.Part("failing", 1.0, lambda options, limit: [sys.executable, "-c", "raise SystemExit(3)"])
+    with open(tmp_path / "run.log", "w") as log:
+        outcome = gpu_run.run_part(failing, gpu_run.Options(str(tmp_path), "", "cpu", True), 30.0, log)
+    assert outcome.status == "failed (exit 3)"
