@@ -26,7 +26,13 @@ def allow_fairseq_checkpoint_types() -> None:
 
 
 def verify_checkpoint_file(path: str) -> None:
-    """ValueError naming ``path`` when it is not a complete checkpoint archive or fails a CRC."""
+    """ValueError naming ``path`` when it is a directory, not a complete checkpoint archive or
+    fails a CRC."""
+    if os.path.isdir(path):
+        raise ValueError(
+            f"{path} is a directory, not a checkpoint file: name a file in it, e.g. "
+            f"{os.path.join(path, 'checkpoint_best.pt')}"
+        )
     if not zipfile.is_zipfile(path):
         with open(path, "rb") as f:
             if f.read(1) == b"\x80":  # a legacy (pre-zip) torch.save: a bare pickle stream
@@ -64,8 +70,27 @@ def load_checkpoint(path: str) -> Dict[str, Any]:
         raise unpickling_refusal(path, error) from None
 
 
+def check_finite_parameters(path: str, parameters: Dict[str, Any]) -> None:
+    """ValueError naming ``path`` and the first floating-point tensor holding inf or nan."""
+    for name, value in parameters.items():
+        if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all():
+            bad = int((~torch.isfinite(value)).sum())
+            raise ValueError(
+                f"{path} holds non-finite parameters: {bad} of {value.numel()} values of {name} "
+                "are inf or nan (training diverged before this checkpoint was saved), so every "
+                "score and translation computed from it would be nan or arbitrary; use an earlier "
+                "checkpoint"
+            )
+
+
 def save_checkpoint(state: Dict[str, Any], path: str) -> None:
-    """torch.save(state) to a temporary name next to ``path``, then renamed to ``path``."""
+    """torch.save(state) to a temporary name next to ``path``, then renamed to ``path``; a failed
+    write leaves neither."""
     tmp = f"{path}.tmp{os.getpid()}"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

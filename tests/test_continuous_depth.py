@@ -1,10 +1,12 @@
 """Parallel attention∥FFN fields, weight-shared groups over [0, k], and adaptive encoder solves."""
+import logging
+
 import numpy as np
 import pytest
 import torch
 from fairseq.logging import metrics
 
-from ode_seq.solvers import EvaluationCounter
+from ode_seq.solvers import AdaptiveSolveError, EvaluationCounter
 from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
 
 
@@ -100,6 +102,8 @@ def test_incremental_decoding_equals_full_forward_for_parallel_field_and_step_ov
     (dict(encoder_share_group_size=3), r"--encoder-share-group-size 3 must be a positive divisor of --encoder-layers 2"),
     (dict(encoder_ode_steps=0), r"--encoder-ode-steps must be a positive integer"),
     (dict(encoder_ode_method="dopri5", ode_rtol=-1.0), r"--ode-rtol and --ode-atol must be > 0"),
+    (dict(encoder_ode_step=8), r"encoder_ode_step is not an option of this model, so it would be ignored; "
+                               r"did you mean encoder_ode_steps\?"),
 ])
 def test_invalid_continuous_depth_options_are_rejected(overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -160,3 +164,23 @@ def test_dopri5_model_gets_finite_gradients_in_float16():
     logits = model(src, lengths, prev)[0]
     torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), prev.roll(-1, 1).flatten()).backward()
     assert [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()] == []
+
+
+def test_a_solve_past_its_evaluation_limit_names_the_block_the_tolerances_and_the_fix():
+    model = build_model("ode_transformer_parallel", TinyTask(), encoder_ode_method="dopri5",
+                        ode_rtol=1e-12, ode_atol=1e-12, ode_max_evaluations=60).eval()
+    src, lengths, prev = random_batch(TinyTask(), [5, 3])
+    with pytest.raises(AdaptiveSolveError, match=(
+        r"encoder block 0: dopri5 with rtol 1e-12, atol 1e-12 \(torch\.float32\) stopped at t = .* "
+        r"after 60 field evaluations: the limit of 60 per solve; the tolerances are too tight for this "
+        r"model: loosen them \(--ode-rtol, --ode-atol")), torch.no_grad():
+        model(src, lengths, prev)
+
+
+def test_options_without_effect_are_named_in_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="ode_seq.models.config"):
+        build_model("ode_transformer_parallel", TinyTask(), encoder_ode_method="dopri5", encoder_ode_steps=4)
+        build_model("ode_transformer_rk4", TinyTask(), ode_rtol=1e-6, ode_max_evaluations=50)
+    assert ("--encoder-ode-steps 4 has no effect: adaptive --encoder-ode-method dopri5 chooses its own "
+            "steps") in caplog.text
+    assert "--ode-rtol, --ode-max-evaluations have no effect: only the adaptive methods" in caplog.text

@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,7 +14,10 @@ from torch.nn.parallel import DistributedDataParallel
 import user_dir  # noqa: F401  (applies the fixes)
 from ode_seq.fairseq_fixes import FIXES, apply_fixes, check_fairseq_version, disabled_fixes
 from ode_seq.fairseq_fixes.last_batch import keeping_every_index
+from ode_seq.fairseq_fixes.model_loading import check_direction
 from ode_seq.fairseq_fixes.ngram_blocking import block_repeated_ngrams
+from ode_seq.fairseq_fixes.restore_file import check_resume_source
+from ode_seq.fairseq_fixes.torchrun import join_launched_processes
 from tests.e2e.cli import ROOT
 
 
@@ -131,3 +135,90 @@ def test_bf16_leaves_the_tpu_path_off_unless_tpu_is_given(precision, tpu):
         "data", "--user-dir", os.path.join(ROOT, "user_dir"), "--arch", "ode_transformer_euler_small",
         "--optimizer", "adam", *precision])
     assert args.tpu is tpu
+
+
+def _checkpoint_options(save_dir, **options):
+    """fairseq's checkpoint options with their defaults and ``options``."""
+    return SimpleNamespace(**{"save_dir": str(save_dir), "restore_file": "checkpoint_last.pt",
+                              "continue_once": None, "finetune_from_model": None, **options})
+
+
+def test_a_run_is_resumed_only_from_a_checkpoint_that_exists(tmp_path):
+    check_resume_source(_checkpoint_options(tmp_path / "new-run"))
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"saved")
+    check_resume_source(_checkpoint_options(tmp_path))
+    check_resume_source(_checkpoint_options(tmp_path, restore_file=str(tmp_path / "checkpoint_last.pt")))
+    with pytest.raises(ValueError, match=r"--restore-file \S+chekpoint_last\.pt does not exist: .*"
+                       r"nothing was trained or written.*leave out --restore-file"):
+        check_resume_source(_checkpoint_options(tmp_path, restore_file=str(tmp_path / "chekpoint_last.pt")))
+    with pytest.raises(ValueError, match=r"--restore-file \S+ is a directory; name a checkpoint file"):
+        check_resume_source(_checkpoint_options(tmp_path, restore_file=str(tmp_path)))
+    check_resume_source(_checkpoint_options(tmp_path, continue_once=str(tmp_path / "gone.pt")))  # resumes
+    with pytest.raises(ValueError, match=r"--restore-file \./checkpoint_last\.pt does not exist \(the path "
+                       r"is not relative to --save-dir: did you mean \S+/checkpoint_last\.pt\?\)"):
+        check_resume_source(_checkpoint_options(tmp_path, restore_file=os.path.join(".", "checkpoint_last.pt")))
+
+
+def test_a_save_dir_with_checkpoints_but_no_checkpoint_last_is_not_trained_over(tmp_path):
+    (tmp_path / "checkpoint3.pt").write_bytes(b"saved")
+    with pytest.raises(ValueError, match=r"holds checkpoints \(checkpoint3\.pt\) but no checkpoint_last\.pt"):
+        check_resume_source(_checkpoint_options(tmp_path))
+    with pytest.raises(ValueError, match=r"--continue-once \S+gone\.pt does not exist"):
+        check_resume_source(_checkpoint_options(tmp_path, continue_once=str(tmp_path / "gone.pt")))
+    check_resume_source(_checkpoint_options(tmp_path, restore_file=str(tmp_path / "checkpoint3.pt")))
+    check_resume_source(_checkpoint_options(tmp_path, finetune_from_model=str(tmp_path / "checkpoint3.pt")))
+
+
+TORCHRUN = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "WORLD_SIZE": "2", "RANK": "1",
+            "LOCAL_RANK": "1"}
+
+
+def _launch_options(cpu=True, **distributed):
+    """fairseq's config as far as launching is concerned: defaults of a CPU run and ``distributed``."""
+    defaults = dict(distributed_init_method=None, distributed_world_size=1, distributed_rank=0,
+                    device_id=0, distributed_no_spawn=False, distributed_backend="gloo")
+    return SimpleNamespace(common=SimpleNamespace(cpu=cpu),
+                           distributed_training=SimpleNamespace(**{**defaults, **distributed}))
+
+
+def test_processes_started_by_torchrun_take_world_size_and_rank_from_it(monkeypatch):
+    for name, value in TORCHRUN.items():
+        monkeypatch.setenv(name, value)
+    cfg = _launch_options()
+    join_launched_processes(cfg)
+    assert vars(cfg.distributed_training) == dict(
+        distributed_init_method="env://", distributed_world_size=2, distributed_rank=1, device_id=0,
+        distributed_no_spawn=True, distributed_backend="gloo")
+
+
+def test_torchrun_processes_that_would_train_alone_or_use_nccl_on_cpus_are_refused(monkeypatch):
+    for name, value in TORCHRUN.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=r"torchrun started 2 processes \(WORLD_SIZE=2, RANK=1\), but "
+                       r"--distributed-init-method tcp://\S+ with world size 1 and rank 0 would make each "
+                       r"process train on its own .* leave out --distributed-init-method"):
+        join_launched_processes(_launch_options(distributed_init_method="tcp://127.0.0.1:29501"))
+    with pytest.raises(ValueError, match=r"--distributed-backend nccl needs CUDA GPUs, but this run is on "
+                       r"CPUs: pass --distributed-backend gloo"):
+        join_launched_processes(_launch_options(distributed_backend="nccl"))
+
+
+def test_without_torchrun_the_launch_settings_are_left_alone(monkeypatch):
+    for name in TORCHRUN:
+        monkeypatch.delenv(name, raising=False)
+    cfg = _launch_options()
+    before = dict(vars(cfg.distributed_training))
+    join_launched_processes(cfg)
+    assert vars(cfg.distributed_training) == before
+
+
+def _translating(source, target):
+    return SimpleNamespace(cfg=SimpleNamespace(source_lang=source, target_lang=target))
+
+
+def test_a_run_reading_the_checkpoints_languages_the_other_way_round_is_refused():
+    with pytest.raises(ValueError, match=r"m\.pt was trained to translate en -> de, but this run reads de "
+                       r"as the source and en as the target .* pass -s en -t de"):
+        check_direction("m.pt", ("en", "de"), _translating("de", "en"))
+    check_direction("m.pt", ("en", "de"), _translating("en", "de"))
+    check_direction("m.pt", None, _translating("de", "en"))  # an old checkpoint that does not say

@@ -10,12 +10,13 @@ ALLOWED = {
     "solvers": set(),
     "options": set(),
     "checkpoint_files": set(),
+    "output_files": set(),
     "layers": {"solvers", "options"},
     "models": {"solvers", "layers", "options", "checkpoint_files"},
     "analysis": {"solvers", "layers", "checkpoint_files"},
     "fairseq_fixes": {"checkpoint_files"},
-    "cli": {"analysis", "models", "fairseq_fixes", "checkpoint_files"},
-    "metrics": set(),
+    "cli": {"analysis", "models", "fairseq_fixes", "checkpoint_files", "output_files"},
+    "metrics": {"output_files"},
 }
 
 

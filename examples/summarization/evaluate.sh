@@ -12,6 +12,7 @@
 #   BEAM LENPEN MIN_LEN MAX_LEN_B NO_REPEAT_NGRAM   decoding         [4 2.0 55 140 3, recipe.sh]
 #   PYTHON       interpreter with fairseq and rouge-score            [python]
 # Each stage is skipped when its output exists; outputs are written to *.partial and renamed.
+# OUT_DIR/run-config.txt refuses a rerun with other settings or another checkpoint.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -47,7 +48,13 @@ else
 fi
 device_args=()
 ((GPUS == 0)) && device_args=(--cpu)
-mkdir -p "$OUT_DIR"
+# shellcheck source=../translation/lib.sh
+source "$REPO_ROOT/examples/translation/lib.sh"  # check_run_config, check_not_newer
+# Outputs made with other settings or by an earlier state of the checkpoint are never reused.
+check_run_config "$OUT_DIR" "checkpoint=$(realpath -m "$CHECKPOINT") data=$(realpath -m "$DATA_DIR") subset=$SUBSET ref=$(realpath -m "$REF") \
+batch-size=$BATCH_SIZE beam=$BEAM lenpen=$LENPEN min-len=$MIN_LEN max-len-b=$MAX_LEN_B \
+no-repeat-ngram=$NO_REPEAT_NGRAM extra=$*"
+check_not_newer "$CHECKPOINT" "$OUT_DIR/generate-$SUBSET.txt"
 
 # 1. Beam search; D- lines hold the detokenised summaries (subwords decoded by --bpe).
 #    --user-dir applies ode-seq's fix that makes --no-repeat-ngram-size block on the CPU.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Average the last checkpoints of a run, translate a subset with beam search and score it:
 # tokenised BLEU after compound splitting and detokenised sacreBLEU (13a, intl) with signatures.
-# Each stage (average → generate → score) is skipped when its output exists in --out-dir.
+# Each stage (average → generate → score) is skipped when its output exists in --out-dir;
+# --out-dir/run-config.txt refuses a rerun with other settings or after more training.
 #
 # Usage: evaluate.sh --data-bin DIR --checkpoint-dir DIR --ref FILE --lang LANG [options]
 #   --ref FILE            detokenised references of --subset, one per line
@@ -60,7 +61,16 @@ require_file "$REF" "pass the detokenised references of subset '$SUBSET' with --
 OUT_DIR="${OUT_DIR:-$CHECKPOINT_DIR/eval-$SUBSET}"
 [[ -s "$OUT_DIR/averaged.pt" ]] \
   || require_file "$CHECKPOINT_DIR/checkpoint_last.pt" "train a model into $CHECKPOINT_DIR first"
-mkdir -p "$OUT_DIR"
+# Outputs made with other settings or from an earlier state of the run are never reused. Once the
+# run's checkpoints are deleted, averaged.pt is the model, whatever averaged it.
+check_run_config "$OUT_DIR" "data-bin=$(realpath -m "$DATA_BIN") subset=$SUBSET beam=$BEAM \
+lenpen=$LENPEN remove-bpe=$REMOVE_BPE max-tokens=$MAX_TOKENS ref=$(realpath -m "$REF") lang=$LANG_TGT \
+extra=${EXTRA[*]}"
+if [[ -e "$CHECKPOINT_DIR/checkpoint_last.pt" ]]; then
+  check_run_config "$OUT_DIR" "checkpoints=$(realpath -m "$CHECKPOINT_DIR") average-last=$AVERAGE_LAST \
+kind=$CHECKPOINT_KIND" averaging-config.txt
+  check_not_newer "$CHECKPOINT_DIR/checkpoint_last.pt" "$OUT_DIR/averaged.pt"
+fi
 
 # 1. Checkpoint averaging (the paper averages the last 5 epochs).
 MODEL="$OUT_DIR/averaged.pt"

@@ -39,8 +39,14 @@ publish() {  # publish TMP TARGET — atomically move a finished stage output in
   mv -T "$1" "$2"
 }
 
-check_run_config() {  # check_run_config DIR TEXT — refuse to mix outputs of different settings
-  local file="$1/run-config.txt"
+check_not_newer() {  # check_not_newer SOURCE OUTPUT — refuse an OUTPUT made before SOURCE changed
+  if [[ -e "$1" && -e "$2" && "$1" -nt "$2" ]]; then
+    die "$1 changed after $2 was made from it: delete $(dirname "$2") or choose another output directory"
+  fi
+}
+
+check_run_config() {  # check_run_config DIR TEXT [NAME] — refuse to mix outputs of different settings
+  local file="$1/${3:-run-config.txt}"
   mkdir -p "$1"
   if [[ -e "$file" ]]; then
     if [[ "$(cat "$file")" != "$2" ]]; then

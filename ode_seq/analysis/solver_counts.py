@@ -45,14 +45,16 @@ def nfe_against_length(
 
 def read_step_scores(path: str) -> Dict[str, object]:
     """Validated ``{"steps", "scores", "metric"}`` from a JSON file."""
+    expected = ('expected JSON {"steps": [...], "scores": [...], "metric": ...} with equally '
+                "long, non-empty lists of numbers")
     with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    steps, scores = data.get("steps"), data.get("scores")
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}): {expected}") from None
+    steps, scores = (data.get("steps"), data.get("scores")) if isinstance(data, dict) else (None, None)
     if not isinstance(steps, list) or not isinstance(scores, list) or len(steps) != len(scores) \
-            or not steps:
-        raise ValueError(
-            f"{path}: expected JSON {{\"steps\": [...], \"scores\": [...], \"metric\": ...}} "
-            "with equally long, non-empty lists"
-        )
+            or not steps or not all(isinstance(x, (int, float)) for x in steps + scores):
+        raise ValueError(f"{path}: {expected}")
     return {"steps": [int(s) for s in steps], "scores": [float(s) for s in scores],
             "metric": str(data.get("metric", "score"))}

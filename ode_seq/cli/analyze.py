@@ -27,6 +27,7 @@ from ode_seq.analysis.checkpoint import (
 from ode_seq.analysis.report import AnalysisInputs, write_report
 from ode_seq.analysis.solver_counts import read_step_scores
 from ode_seq.analysis.token_sensitivity import greedy_target
+from ode_seq.output_files import check_output_directory
 
 DEFAULT_USER_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "user_dir"
@@ -55,6 +56,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.max_sentences < 1:
         parser.error(f"--max-sentences must be at least 1, got {args.max_sentences}")
+    if args.lyapunov_exponents is not None and args.lyapunov_exponents < 1:
+        parser.error(f"--lyapunov-exponents must be at least 1, got {args.lyapunov_exponents} "
+                     "(leave it out for all of them)")
     if args.target is not None and args.sentence is None:
         parser.error("--target needs --sentence (the default sentence uses its reference)")
     return args
@@ -64,9 +68,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     logging.getLogger().setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
     try:
-        model, task = load_model(args.path, args.data, args.user_dir)
-        batch = validation_batch(task, args.subset, args.max_sentences)
+        check_output_directory(args.out, "--out")
         step_scores = read_step_scores(args.step_scores) if args.step_scores else None
+        model, task = load_model(args.path, args.data, args.user_dir)
+        width = min(model.encoder.embed_tokens.embedding_dim, model.decoder.embed_tokens.embedding_dim)
+        if args.lyapunov_exponents is not None and args.lyapunov_exponents > width:
+            raise ValueError(f"--lyapunov-exponents {args.lyapunov_exponents} exceeds the model "
+                             f"width {width}: ask for at most {width} (or leave it out for all)")
+        batch = validation_batch(task, args.subset, args.max_sentences)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

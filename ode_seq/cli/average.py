@@ -15,7 +15,10 @@ from typing import Dict, List, Optional
 
 import torch
 
-from ode_seq.checkpoint_files import allow_fairseq_checkpoint_types, load_checkpoint, save_checkpoint
+from ode_seq.checkpoint_files import (
+    allow_fairseq_checkpoint_types, check_finite_parameters, load_checkpoint, save_checkpoint,
+)
+from ode_seq.output_files import check_output_file, same_file
 
 
 def last_checkpoints(directory: str, count: int, kind: str) -> List[str]:
@@ -33,19 +36,47 @@ def last_checkpoints(directory: str, count: int, kind: str) -> List[str]:
     return [os.path.join(directory, name) for _, name in found[:count]]
 
 
+def architecture(state: Dict) -> Optional[str]:
+    """The ``--arch`` a fairseq checkpoint was trained with (None if it does not say)."""
+    for config in ((state.get("cfg") or {}).get("model"), state.get("args")):
+        arch = getattr(config, "arch", None) or (config.get("arch") if isinstance(config, dict) else None)
+        if arch:
+            return arch
+    return None
+
+
+def first_difference(path: str, state: Dict, first: str, first_state: Dict) -> Optional[str]:
+    """How checkpoint ``path`` differs from ``first`` in architecture, parameter names or shapes."""
+    arch, first_arch = architecture(state), architecture(first_state)
+    if arch != first_arch:
+        return f"{path} was trained as --arch {arch}, {first} as --arch {first_arch}"
+    model, reference = state["model"], first_state["model"]
+    for name in reference:
+        if name not in model:
+            return f"{path} has no parameter {name}, which {first} has"
+        if model[name].shape != reference[name].shape:
+            return (f"parameter {name} has shape {tuple(model[name].shape)} in {path} but "
+                    f"{tuple(reference[name].shape)} in {first}")
+    extra = next((name for name in model if name not in reference), None)
+    return f"{path} has a parameter {extra}, which {first} has not" if extra else None
+
+
 def average(paths: List[str]) -> Dict:
-    """The newest checkpoint's state with its model parameters replaced by the mean over ``paths``."""
+    """The newest checkpoint's state with its model parameters replaced by the mean over
+    ``paths``, which must share the architecture and every parameter's name and shape."""
     newest: Optional[Dict] = None
     sums: "OrderedDict[str, torch.Tensor]" = OrderedDict()
     for path in paths:
         state = load_checkpoint(path)
         model = state["model"]
+        check_finite_parameters(path, model)
         if newest is None:
             newest = state
             sums = OrderedDict((k, v.double() if v.is_floating_point() else v.clone()) for k, v in model.items())
             continue
-        if model.keys() != sums.keys():
-            raise ValueError(f"{path} holds different parameters than {paths[0]}; average checkpoints of one run")
+        difference = first_difference(path, state, paths[0], newest)
+        if difference:
+            raise ValueError(f"{difference}; average checkpoints of one run")
         for k, v in model.items():
             if v.is_floating_point():
                 sums[k] += v.double()
@@ -62,12 +93,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--inputs", nargs="+", required=True, help="checkpoint files, or one directory")
     p.add_argument("--output", required=True, help="averaged checkpoint to write")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--num-epoch-checkpoints", type=int, help="average the last N checkpoint{EPOCH}.pt")
-    group.add_argument("--num-update-checkpoints", type=int, help="average the last N checkpoint_E_U.pt")
+    group.add_argument("--num-epoch-checkpoints", type=int, metavar="N", help="average the last N checkpoint{EPOCH}.pt")
+    group.add_argument("--num-update-checkpoints", type=int, metavar="N", help="average the last N checkpoint_E_U.pt")
     args = p.parse_args(argv)
+    count = args.num_epoch_checkpoints if args.num_epoch_checkpoints is not None else args.num_update_checkpoints
+    if count is not None and count < 1:
+        kind = "epoch" if args.num_epoch_checkpoints is not None else "update"
+        p.error(f"--num-{kind}-checkpoints must be a positive number of checkpoints, got {count}")
     allow_fairseq_checkpoint_types()
     try:
-        count = args.num_epoch_checkpoints or args.num_update_checkpoints
+        check_output_file(args.output, "--output")
         if count is not None:
             if len(args.inputs) != 1 or not os.path.isdir(args.inputs[0]):
                 raise ValueError("--num-*-checkpoints needs exactly one directory in --inputs")
@@ -75,9 +110,17 @@ def main(argv: Optional[List[str]] = None) -> int:
             paths = last_checkpoints(args.inputs[0], count, kind)
         else:
             paths = args.inputs
+        folders = [path for path in paths if os.path.isdir(path)]
+        if folders:
+            raise ValueError(f"{folders[0]} is a directory: pass checkpoint files, or one directory "
+                             "with --num-epoch-checkpoints N or --num-update-checkpoints N")
         missing = [path for path in paths if not os.path.isfile(path)]
         if missing:
             raise ValueError(f"checkpoint not found: {', '.join(missing)}")
+        overwritten = [path for path in paths if same_file(path, args.output)]
+        if overwritten:
+            raise ValueError(f"--output {args.output} is one of the checkpoints to average; "
+                             "write the average to another file")
         state = average(paths)
     except ValueError as error:
         print(f"average: error: {error}", file=sys.stderr)

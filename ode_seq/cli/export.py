@@ -17,9 +17,10 @@ from typing import Dict, List, Optional
 import torch
 from fairseq import checkpoint_utils
 
-from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint
+from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, verify_checkpoint_file
 from ode_seq.fairseq_fixes import apply_fixes
 from ode_seq.models import NonAutonomousODETransformerModel
+from ode_seq.output_files import check_output_file, same_file
 
 SCALED_BY_STEP = ("self_attn.out_proj.", "encoder_attn.out_proj.", "fc2.")
 
@@ -62,15 +63,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--decoder-steps", type=int, help="Euler steps (layers) of the decoder (default: trained)")
     p.add_argument("--output", required=True, help="fairseq transformer checkpoint to write")
     args = p.parse_args(argv)
-    apply_fixes()
     overrides = {}
-    if args.encoder_steps:
-        overrides["encoder_ode_steps"] = args.encoder_steps
-    if args.decoder_steps:
-        overrides["decoder_ode_steps"] = args.decoder_steps
+    for side in ("encoder", "decoder"):
+        steps = getattr(args, f"{side}_steps")
+        if steps is not None and steps < 1:
+            p.error(f"--{side}-steps must be a positive number of steps (layers), got {steps}")
+        if steps is not None:
+            overrides[f"{side}_ode_steps"] = steps
+    apply_fixes()
     try:
-        if not os.path.isfile(args.path):
+        check_output_file(args.output, "--output")
+        if same_file(args.path, args.output):
+            raise ValueError(f"--output {args.output} is the checkpoint to export; write to another file")
+        if not os.path.exists(args.path):
             raise ValueError(f"checkpoint not found: {args.path}")
+        verify_checkpoint_file(args.path)
         (model,), cfg, _ = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
         if not isinstance(model, NonAutonomousODETransformerModel):
             raise ValueError(f"{args.path} holds a {cfg.model.arch} model; export needs ode_transformer_nonauto")

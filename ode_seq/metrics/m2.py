@@ -178,6 +178,9 @@ def read_hypotheses(path: str) -> List[str]:
 def score_files(hypothesis_path: str, gold_path: str, scorer: M2Scorer, log: Optional[TextIO] = None) -> EditCounts:
     """Read both files, check that they fit together, and score; ``ValueError`` names the problem."""
     sentences = read_m2(gold_path)
+    if not sentences:
+        raise ValueError(f"{gold_path} holds no M2 sentences (each starts with an 'S' line): "
+                         "there is nothing to score; check that the gold file is the right one")
     hypotheses = read_hypotheses(hypothesis_path)
     if len(hypotheses) != len(sentences):
         raise ValueError(f"{hypothesis_path} has {len(hypotheses)} hypothesis lines but {gold_path} has "
@@ -199,7 +202,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--annotator", type=int, default=None,
                         help="score against this annotator only (default: best annotator per sentence)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every sentence's edits")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not 0 <= args.beta < float("inf"):
+        parser.error(f"--beta must be a finite number >= 0, got {args.beta}")
+    return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 from rouge_score import rouge_scorer, scoring
 
 from ode_seq.metrics.sentence_split import one_sentence_per_line
+from ode_seq.output_files import check_output_file
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 DISPLAY_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum"}
@@ -121,12 +122,19 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--bootstrap-samples", type=int, default=1000)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.bootstrap_samples < 1:
+        parser.error(f"--bootstrap-samples must be at least 1, got {args.bootstrap_samples}")
+    if not 0 < args.confidence < 1:
+        parser.error(f"--confidence must be between 0 and 1 (e.g. 0.95), got {args.confidence}")
+    return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
+        if args.json:
+            check_output_file(args.json, "--json")
         hypotheses = read_summaries(args.hyp)
         references = read_summaries(args.ref)
         scores = score_summaries(

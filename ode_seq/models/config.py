@@ -7,14 +7,19 @@ config and validates them, with messages that name the option, the value and the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Optional, Tuple, Type
+import difflib
+import logging
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar, Optional, Sequence, Tuple, Type
 
 from ode_seq.layers.fields import FIELD_FORMS
 from ode_seq.layers.kind import LayerKind
 from ode_seq.layers.layer_history import HISTORY_TYPES
-from ode_seq.options import SIDES, check_choice, choices_of, option, read_options
+from ode_seq.options import SIDES, check_choice, choices_of, flag, option, option_name, read_options
 from ode_seq.solvers import ADAPTIVE_METHODS, COEFFICIENT_MODES, TABLEAUS, ButcherTableau, get_tableau
+
+logger = logging.getLogger(__name__)
 
 
 def stack_methods(side: str) -> Tuple[str, ...]:
@@ -86,6 +91,12 @@ class StackOptions:
             )
         if self.ode_steps is not None and self.ode_steps < 1:
             raise ValueError(f"--{side}-ode-steps must be a positive integer, got {self.ode_steps}")
+        if self.adaptive and self.ode_steps is not None:
+            logger.warning(
+                "--%s-ode-steps %d has no effect: adaptive --%s-ode-method %s chooses its own "
+                "steps (their number is logged as %s_nfe)", side, self.ode_steps, side,
+                self.ode_method, side,
+            )
         if self.adaptive and ode.coefficients != "fixed":
             raise ValueError(
                 f"--ode-coefficients {ode.coefficients} weights fixed Runge-Kutta stages; "
@@ -118,6 +129,10 @@ class ODEOptions:
     rtol: float = option(1e-3, "adaptive solver rtol")
     atol: float = option(1e-4, "adaptive solver atol")
     min_step: float = option(0.0, "adaptive solver minimum step size")
+    max_evaluations: int = option(
+        1000, "adaptive solver: most field evaluations per solve (a solve needing more stops with "
+        "an error naming the block and the tolerances)", metavar="N",
+    )
     check_finite: bool = option(
         False, "check every Runge-Kutta stage output for inf/nan and report the block, step, "
         "stage and method (an error in fp32; a warning in fp16/bf16, where fairseq's loss "
@@ -130,6 +145,63 @@ class ODEOptions:
     def validate(self) -> None:
         check_choice("--ode-coefficients", self.coefficients, COEFFICIENT_MODES)
         check_choice("--ode-field", self.field, FIELD_FORMS)
+
+    ADAPTIVE_CONTROLS: ClassVar[Tuple[str, ...]] = ("rtol", "atol", "min_step", "max_evaluations")
+
+    def warn_unused_adaptive_options(self) -> None:
+        """A warning naming the adaptive controls set away from their defaults without an
+        adaptive method, which nothing reads."""
+        fields = self.__dataclass_fields__
+        changed = [name for name in self.ADAPTIVE_CONTROLS if getattr(self, name) != fields[name].default]
+        if changed:
+            logger.warning(
+                "%s %s no effect: only the adaptive methods (--encoder-ode-method dopri5 or bosh3) "
+                "read them", ", ".join(flag(ODEOptions, name) for name in changed),
+                "has" if len(changed) == 1 else "have",
+            )
+
+    def validate_adaptive(self, interval: float) -> None:
+        """The controls of an adaptive solve over [0, ``interval``]."""
+        for name, value in (("rtol", self.rtol), ("atol", self.atol), ("min-step", self.min_step)):
+            if not math.isfinite(value):
+                raise ValueError(
+                    f"--ode-{name} {value} is not a finite number: the adaptive solver's "
+                    "tolerances must be finite and > 0 (e.g. --ode-rtol 1e-3 --ode-atol 1e-4) and "
+                    "its minimum step finite and >= 0"
+                )
+        if self.rtol <= 0 or self.atol <= 0 or self.min_step < 0:
+            raise ValueError(
+                f"--ode-rtol and --ode-atol must be > 0 and --ode-min-step >= 0 "
+                f"(got {self.rtol}, {self.atol}, {self.min_step})"
+            )
+        if self.min_step >= interval:
+            raise ValueError(
+                f"--ode-min-step {self.min_step} is not shorter than the interval [0, {interval:g}] "
+                "of an adaptive block: every step would be accepted without error control; pass "
+                f"a smaller --ode-min-step (e.g. 0, the default)"
+            )
+        if self.max_evaluations < 1:
+            raise ValueError(
+                f"--ode-max-evaluations must be a positive number of field evaluations per "
+                f"solve, got {self.max_evaluations} (default 1000)"
+            )
+
+
+def check_misspelt_options(cfg: Any, classes: Sequence[Tuple[type, Optional[str]]]) -> None:
+    """ValueError for a setting in fairseq's config ``cfg`` whose name is one letter or so away
+    from an option of ``classes`` ((options class, side) pairs) without being one: a misspelt
+    ``--model-overrides`` key, which fairseq would store and nothing would read."""
+    names = [option_name(c, f.name, side) for c, side in classes for f in fields(c)]
+    settings = set(vars(cfg))  # fairseq keeps {side}_* settings in cfg.{side}
+    for side in SIDES:
+        settings.update(f"{side}_{key}" for key in getattr(getattr(cfg, side, None), "__dict__", {}))
+    for key in sorted(settings):
+        close = [] if key in names else difflib.get_close_matches(key, names, n=1, cutoff=0.9)
+        if close:
+            raise ValueError(
+                f"{key} is not an option of this model, so it would be ignored; did you mean "
+                f"{close[0]}? (check the keys of --model-overrides)"
+            )
 
 
 @dataclass(frozen=True)
@@ -153,6 +225,8 @@ class ModelOptions:
             stacks = [replace(s, share_group_size=getattr(cfg, side).layers) for s, side in zip(stacks, SIDES)]
         kind_options = read_options(cfg, kind.options_class) if kind.options_class else None
         options = cls(*stacks, read_options(cfg, ODEOptions), kind_options)
+        check_misspelt_options(cfg, [(StackOptions, side) for side in SIDES] + [(ODEOptions, None)] + (
+            [(kind.options_class, None)] if kind.options_class else []))
         options.validate(cfg, kind)
         return options
 
@@ -166,14 +240,11 @@ class ModelOptions:
                 "pass --checkpoint-activations to keep only block inputs (least memory) or "
                 "--ode-checkpoint-stages to keep stage inputs (less recomputation), not both"
             )
+        if self.encoder.adaptive or self.decoder.adaptive:
+            self.ode.validate_adaptive(float(self.encoder.share_group_size))
+        else:
+            self.ode.warn_unused_adaptive_options()
         ode = self.ode
-        if (self.encoder.adaptive or self.decoder.adaptive) and (
-            ode.rtol <= 0 or ode.atol <= 0 or ode.min_step < 0
-        ):
-            raise ValueError(
-                f"--ode-rtol and --ode-atol must be > 0 and --ode-min-step >= 0 "
-                f"(got {ode.rtol}, {ode.atol}, {ode.min_step})"
-            )
         if ode.coefficients != "fixed" and not self.encoder.adaptive and max(
             self.encoder.stages, self.decoder.stages
         ) == 1:

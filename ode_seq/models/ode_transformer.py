@@ -6,9 +6,10 @@ another layer kind is a subclass naming it in ``layer_kind``.
 """
 from __future__ import annotations
 
-from typing import ClassVar, List, Optional, Tuple
+from typing import ClassVar, Dict, List, Optional, Tuple
 
 from fairseq.models import register_model
+from torch import Tensor
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
 from ode_seq.layers import LAYER_KINDS
@@ -17,6 +18,41 @@ from ode_seq.options import add_arguments
 
 from .config import ModelOptions, ODEOptions, StackOptions
 from .stacks import ODETransformerDecoder, ODETransformerEncoder
+
+
+PARAMETER_OPTIONS = (
+    "--ode-coefficients, --encoder-layers/--decoder-layers, --*-share-group-size, "
+    "--*-layer-history, --*-relative-positions, embedding and FFN sizes, the --time-* options"
+)
+
+
+def parameter_mismatch(model: Dict[str, Tensor], checkpoint: Dict[str, Tensor]) -> str:
+    """What differs between a model's state dict and a checkpoint's, and what to do about it."""
+    for side, name in (("source", "encoder.embed_tokens.weight"), ("target", "decoder.embed_tokens.weight")):
+        if name in model and name in checkpoint and model[name].size(0) != checkpoint[name].size(0):
+            return (
+                f"the data directory's {side} dictionary has {model[name].size(0)} symbols but "
+                f"the checkpoint's {name} has "
+                f"{checkpoint[name].size(0)} rows: load the model with the data directory "
+                "(dict.*.txt) it was trained with"
+            )
+    missing = [k for k in model if k not in checkpoint]
+    unexpected = [k for k in checkpoint if k not in model]
+    reshaped = [k for k in model if k in checkpoint and model[k].shape != checkpoint[k].shape]
+    found = []
+    for what, names in (("missing from the checkpoint", missing), ("not in the model", unexpected),
+                        ("of another shape", reshaped)):
+        if names:
+            more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+            found.append(f"{len(names)} parameters {what} ({names[0]}{more})")
+    return (
+        f"the checkpoint's parameters do not fit the model built from its options and any "
+        f"--model-overrides: {'; '.join(found)}. Options that add or reshape parameters "
+        f"({PARAMETER_OPTIONS}) cannot be changed when loading a checkpoint; to train with them, "
+        "fine-tune: fairseq-train --finetune-from-model CHECKPOINT with the new options. "
+        "--model-overrides may change --*-ode-steps, --ode-rtol/--ode-atol, and --*-ode-method "
+        "between methods whose parameters are the same"
+    )
 
 
 @register_model("ode_transformer")
@@ -49,6 +85,15 @@ class ODETransformerModel(TransformerModel):
         cfg = TransformerConfig.from_namespace(cfg)
         classes = cls.block_classes()
         return cfg, ModelOptions.read(cfg, classes.kind), classes
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """fairseq's loading, whose error for parameters that do not fit says why and what to do."""
+        try:
+            return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+        except RuntimeError as error:
+            if "Error(s) in loading state_dict" not in str(error):
+                raise
+            raise RuntimeError(parameter_mismatch(self.state_dict(), state_dict)) from error
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):

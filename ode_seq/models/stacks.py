@@ -57,7 +57,9 @@ class BlockBuilder:
         stack, ode = self.stack, self.ode
         interval = float(stack.share_group_size)
         if stack.adaptive:
-            return AdaptiveSolver(stack.ode_method, ode.rtol, ode.atol, ode.min_step, interval)
+            return AdaptiveSolver(
+                stack.ode_method, ode.rtol, ode.atol, ode.min_step, interval, ode.max_evaluations
+            )
         tableau = stack.tableau
         return FixedGridSolver(
             tableau, steps=stack.steps, interval=interval,

@@ -8,7 +8,7 @@ Output weights of a step, fixed or learned, are :mod:`.coefficients`. Nothing he
 """
 from typing import Union
 
-from .adaptive import ADAPTIVE_METHODS, AdaptiveMethod, AdaptiveSolver
+from .adaptive import ADAPTIVE_METHODS, AdaptiveMethod, AdaptiveSolveError, AdaptiveSolver
 from .coefficients import COEFFICIENT_MODES, FixedWeights, FreeWeights, StageGate, build_combiner
 from .fixed_grid import FixedGridSolver, VectorField, weighted_sum
 from .observers import EvaluationCounter, ObserverGroup, SolveObserver
@@ -19,6 +19,7 @@ Solver = Union[FixedGridSolver, AdaptiveSolver]
 __all__ = [
     "ADAPTIVE_METHODS",
     "AdaptiveMethod",
+    "AdaptiveSolveError",
     "AdaptiveSolver",
     "ButcherTableau",
     "COEFFICIENT_MODES",

@@ -3,9 +3,14 @@
 A step is accepted when ‖e / (atol + rtol·max(|y|, |y'|))‖ ≤ 1, with the RMS norm taken over
 non-padding positions only, so padding never changes the steps a sentence gets. The state, time
 and that norm are float32 whatever the model's dtype; the field is evaluated in the model's dtype.
-(torchdiffeq's controller fails in float16, and a bfloat16 state loses the small increments of
+(torchdiffeq's controller fails in float16: the squared error ratio overflows to inf, every step
+is rejected and the step size underflows; and a bfloat16 state loses the small increments of
 small steps: at d=512 the encoder output of a bf16 model was 6 % off its fp32 output with a bf16
-state, 13 times the error of the same layer on RK4's fixed grid.) Step sizes are
+state, 13 times the error of the same layer on RK4's fixed grid.) The norm only chooses steps, so
+no gradient flows through it. A solve makes at most ``max_evaluations`` field evaluations;
+tolerances too tight for the state's precision would otherwise shrink the steps for minutes or
+until the step size underflows, and either ends in an :class:`AdaptiveSolveError` that names the
+tolerances. Step sizes are
 chosen for the whole batch at once: valid for an encoder, never for a causal decoder (the
 controller would see future positions, and incremental decoding needs a fixed grid). Dropout
 masks are fixed for the duration of one solve: a field that changes at every evaluation defeats
@@ -60,28 +65,39 @@ def padding_aware_rms(padding_mask: Optional[Tensor]) -> Callable[[Tensor], Tens
         ratio = ratio.detach().float()
         if padding_mask is None:
             return ratio.pow(2).mean().sqrt()
-        keep = (~padding_mask).t().unsqueeze(-1).to(ratio.dtype)  # (T, B, 1)
+        keep = (~padding_mask).t().unsqueeze(-1).float()  # (T, B, 1)
         count = keep.sum() * ratio.size(-1)
         return (ratio.pow(2) * keep).sum().div(count).sqrt()
 
     return norm
 
 
+class AdaptiveSolveError(RuntimeError):
+    """An adaptive solve that cannot finish: the evaluation cap was reached or the step size
+    underflowed. The message names the method, the tolerances and how far the solve got."""
+
+
 class _Evaluations:
     """torchdiffeq's ``func(t, y)``: calls the field with (t, z, step, stage) under one dropout
     seed, in the model's ``dtype`` (the solver's state is float32), and reports each evaluation;
-    its ``callback_step`` hook counts attempted steps."""
+    its ``callback_step`` hook counts attempted steps and records the step size. More than
+    ``limit`` evaluations raise :class:`AdaptiveSolveError`."""
 
     def __init__(self, field: VectorField, observer: Optional[SolveObserver], device,
-                 dtype: torch.dtype) -> None:
+                 dtype: torch.dtype, limit: int) -> None:
         self.field = field
         self.observer = observer
         self.dtype = dtype
+        self.limit = limit
         self.seed = int(torch.randint(0, 2**62, (1,)).item())
         self.devices: List[torch.device] = [device] if device.type == "cuda" else []
         self.step, self.stage = -1, 0
+        self.count, self.time, self.dt = 0, 0.0, float("nan")
 
     def __call__(self, t: Tensor, z: Tensor) -> Tensor:
+        if self.count == self.limit:
+            raise AdaptiveSolveError(f"the limit of {self.limit} per solve")
+        self.count += 1
         step, stage, time = self.step, self.stage, float(t.detach())
         self.stage += 1
         with torch.random.fork_rng(devices=self.devices):
@@ -93,17 +109,20 @@ class _Evaluations:
 
     def callback_step(self, t0: Tensor, y0: Tensor, dt: Tensor) -> None:
         self.step, self.stage = self.step + 1, 1
+        self.time, self.dt = float(t0.detach()), float(dt.detach())
 
 
 @dataclass(frozen=True)
 class AdaptiveSolver:
-    """dopri5 / bosh3 over [0, interval] with tolerances rtol, atol and a minimum step."""
+    """dopri5 / bosh3 over [0, interval] with tolerances rtol, atol, a minimum step and at most
+    ``max_evaluations`` field evaluations per solve."""
 
     method: str
     rtol: float = 1e-3
     atol: float = 1e-4
     min_step: float = 0.0
     interval: float = 1.0
+    max_evaluations: int = 1000
 
     @property
     def scheme(self) -> AdaptiveMethod:
@@ -121,10 +140,25 @@ class AdaptiveSolver:
             observer.solve_started(self, y)
         times = torch.tensor([0.0, self.interval], dtype=torch.float32, device=y.device)
         options = dict(norm=padding_aware_rms(padding_mask), min_step=self.min_step, dtype=torch.float32)
-        trajectory = odeint(
-            _Evaluations(field, observer, y.device, y.dtype), y.float(), times, method=self.method,
-            rtol=self.rtol, atol=self.atol, options=options,
-        )
+        evaluations = _Evaluations(field, observer, y.device, y.dtype, self.max_evaluations)
+        try:
+            trajectory = odeint(
+                evaluations, y.float(), times, method=self.method, rtol=self.rtol, atol=self.atol,
+                options=options,
+            )
+        except AdaptiveSolveError as error:
+            raise self._stuck(str(error), evaluations, y.dtype) from None
+        except AssertionError as error:  # torchdiffeq's check that t0 + dt > t0
+            if not str(error).startswith("underflow in dt"):
+                raise
+            raise self._stuck(f"the step size underflowed ({error})", evaluations, y.dtype) from None
         if observer is not None:
             observer.solve_finished(trajectory[-1])
         return trajectory[-1].to(y.dtype)
+
+    def _stuck(self, why: str, evaluations: _Evaluations, dtype: torch.dtype) -> AdaptiveSolveError:
+        return AdaptiveSolveError(
+            f"{self.method} with rtol {self.rtol:g}, atol {self.atol:g} ({dtype}) stopped at t = "
+            f"{evaluations.time:.4g} of [0, {self.interval:g}] (step size {evaluations.dt:.3g}) "
+            f"after {evaluations.count} field evaluations: {why}"
+        )

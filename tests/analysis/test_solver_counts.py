@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -40,6 +41,14 @@ def test_step_scores_file_is_validated(tmp_path):
     bad.write_text(json.dumps({"steps": [6, 12], "scores": [20.5]}))
     with pytest.raises(ValueError, match="equally long, non-empty lists"):
         read_step_scores(str(bad))
+
+
+@pytest.mark.parametrize("text", ["{oops", "[6, 12]", '{"steps": ["six"], "scores": [20.5]}'])
+def test_malformed_step_scores_file_is_refused_naming_the_file(tmp_path, text):
+    path = tmp_path / "scores.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}.*expected JSON"):
+        read_step_scores(str(path))
 
 
 def test_solver_figures_are_written_as_png(tmp_path):

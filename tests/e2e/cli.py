@@ -18,12 +18,13 @@ TINY_MODEL = [
 
 
 def run(tool: str, args: List[str], stdin: Optional[str] = None, check: bool = True,
-        cwd: str = ROOT) -> subprocess.CompletedProcess:
-    """Run ``tool`` (a console script of the venv, or 'python') and return its result."""
+        cwd: str = ROOT, timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+    """Run ``tool`` (a console script of the venv, or 'python') and return its result; a tool
+    still running after ``timeout`` seconds is killed and raises TimeoutExpired."""
     exe = sys.executable if tool == "python" else os.path.join(BIN, tool)
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     result = subprocess.run(
-        [exe, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=env
+        [exe, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
     )
     if check and result.returncode != 0:
         raise AssertionError(

@@ -304,3 +304,22 @@ def test_evaluate_refuses_hypothesis_count_different_from_references(pipeline, t
     assert result.returncode == 2
     assert "1 hypotheses in" in result.stderr and "but 3 references in" in result.stderr
     assert not (out / "rouge.json").exists()
+
+
+def test_evaluate_refuses_outputs_made_with_other_settings_or_before_the_checkpoint_changed(pipeline, tmp_path):
+    settings = {"DATA_DIR": str(pipeline["data"]), "CHECKPOINT": str(pipeline["save"] / "checkpoint_last.pt"),
+                "OUT_DIR": str(pipeline["eval"]), "GPUS": "0", "MIN_LEN": "3", "MAX_LEN_B": "12"}
+    rouge = (pipeline["eval"] / "rouge.json").read_bytes()
+    other_beam = run_script("evaluate.sh", {**settings, "BEAM": "2"}, check=False)
+    assert other_beam.returncode != 0
+    assert "was prepared with other settings" in other_beam.stderr
+    assert (pipeline["eval"] / "rouge.json").read_bytes() == rouge
+    out = tmp_path / "eval"
+    out.mkdir()
+    stale = out / "generate-test.txt"
+    stale.write_text("S-0\tx\nD-0\t-0.5\tA summary of an older model .\n")
+    os.utime(stale, (0, 0))  # made long before the checkpoint was written
+    newer_model = run_script("evaluate.sh", {**settings, "OUT_DIR": str(out)}, check=False)
+    assert newer_model.returncode != 0
+    assert f"checkpoint_last.pt changed after {stale} was made from it" in newer_model.stderr
+    assert not (out / "rouge.json").exists()

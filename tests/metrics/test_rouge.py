@@ -71,6 +71,16 @@ def test_cli_means_and_intervals_equal_rouge_score_called_directly(tmp_path):
     assert "ROUGE-Lsum" in result.stdout and f"{report['scores']['rouge1']['fmeasure']['mean']:.2f}" in result.stdout
 
 
+@pytest.mark.parametrize("option, value, message", [
+    ("--confidence", "1.5", "--confidence must be between 0 and 1 (e.g. 0.95), got 1.5"),
+    ("--bootstrap-samples", "0", "--bootstrap-samples must be at least 1, got 0"),
+])
+def test_cli_refuses_bootstrap_settings_naming_the_option(tmp_path, option, value, message):
+    hyp, ref = write_lines(tmp_path / "h.txt", HYPOTHESES), write_lines(tmp_path / "r.txt", REFERENCES)
+    result = run_cli("--hyp", str(hyp), "--ref", str(ref), option, value)
+    assert result.returncode == 2 and message in result.stderr and result.stdout == ""
+
+
 def test_lsum_scores_sentences_as_units_while_rouge_l_scores_the_whole_summary():
     scores = score_summaries(["The storm hit Texas. Power was cut."], ["Power was cut. The storm hit Texas."],
                              bootstrap_samples=10)

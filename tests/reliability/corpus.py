@@ -51,10 +51,10 @@ def max_abs_difference(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -
 
 
 def final_error(output: str) -> str:
-    """The error a tool ended with: its last exception line (or ``tool: error:`` line) onwards."""
+    """The error a tool ended with: its last exception line (or ``[prog: ]error:`` line) onwards."""
     lines = output.splitlines()
     starts = [i for i, line in enumerate(lines)
-              if re.match(r"[\w.]*(Error|Exception)\b|[\w-]+: error:", line)]
+              if re.match(r"[\w.]*(Error|Exception)\b|([\w. -]+: )?error:", line)]
     return "\n".join(lines[starts[-1]:]) if starts else ""
 
 

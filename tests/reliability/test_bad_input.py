@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import pytest
+import torch
 from fairseq import tasks
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from tests.e2e.cli import TINY_MODEL, run
+from ode_seq.checkpoint_files import load_checkpoint
+from tests.e2e.cli import ROOT, TINY_MODEL, run
 from tests.e2e.corpus import reversal_pairs, write_parallel
 from tests.reliability.corpus import (
     OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error, resumable_training,
@@ -29,6 +31,8 @@ from benchmarks.inprocess import parse_training_args
 Command = Tuple[str, List[str]]  # (tool, arguments)
 MAX_POSITIONS = ["--max-source-positions", "16", "--max-target-positions", "16"]
 LONG_AT = {"train": 0, "valid": 2, "test": 2}  # the over-long sentence of each split
+FIXTURES = Path(ROOT) / "tests" / "fixtures"  # dictionaries and one tiny checkpoint per model family
+DOPRI5 = ["--arch", "ode_transformer_parallel_shared_dopri5", "--encoder-share-group-size", "2"]
 PREPROCESS = ["--user-dir", "user_dir", "--source-lang", "src", "--target-lang", "tgt",
               "--joined-dictionary", "--workers", "1"]
 
@@ -50,7 +54,8 @@ class BadInput:
     setup: Callable[[Paths], Command]
     problem: str                 # regex on the final error: names the problem
     fix: str                     # regex on the final error: names the fix
-    outputs: Sequence[str] = ()  # paths under the case directory that must not exist
+    outputs: Sequence[str] = ()  # glob patterns under the case directory that must match nothing
+    kept: Sequence[str] = ()     # files under the case directory whose bytes must not change
     exit_xfail: str = ""         # why the exit/output check fails today, if it does
     message_xfail: str = ""      # why the message check fails today, if it does
 
@@ -171,7 +176,162 @@ def _corrupted_to_generate(paths: Paths) -> Command:
                                 "--results-path", str(paths.case / "generated")]
 
 
+def _run_beside(paths: Paths, *names: str) -> Path:
+    """A save directory holding a run's checkpoints under ``names``."""
+    save = paths.case / "ckpt"
+    save.mkdir()
+    for name in names:
+        shutil.copy(paths.checkpoint, save / name)
+    return save
+
+
+def _missing_restore_file(paths: Paths) -> Command:
+    save = _run_beside(paths, "checkpoint_last.pt", "checkpoint_best.pt")
+    return "fairseq-train", _train(paths.data_bin, save, "--restore-file", str(save / "chekpoint_last.pt"))
+
+
+def _directory_as_restore_file(paths: Paths) -> Command:
+    save = _run_beside(paths, "checkpoint_last.pt", "checkpoint_best.pt")
+    return "fairseq-train", _train(paths.data_bin, save, "--restore-file", str(save))
+
+
+def _run_without_checkpoint_last(paths: Paths) -> Command:
+    save = _run_beside(paths, "checkpoint1.pt", "checkpoint_best.pt")
+    return "fairseq-train", _train(paths.data_bin, save)
+
+
+def _missing_continue_once(paths: Paths) -> Command:
+    save = _run_beside(paths, "checkpoint_best.pt")
+    return "fairseq-train", _train(paths.data_bin, save, "--continue-once", str(paths.case / "gone.pt"))
+
+
+def _tight_tolerances(paths: Paths) -> Command:
+    return "fairseq-train", [
+        str(paths.data_bin), "--user-dir", "user_dir", *DOPRI5, *TINY_MODEL, "--share-all-embeddings",
+        *OPTIMISATION, *QUIET_CPU, "--max-update", "1", "--save-dir", str(paths.case / "ckpt"),
+        "--ode-rtol", "1e-12", "--ode-atol", "1e-12",
+    ]
+
+
+def _generate(paths: Paths, checkpoint: Path, *extra: str) -> Command:
+    return "fairseq-generate", [str(paths.data_bin), "--user-dir", "user_dir", "--path", str(checkpoint),
+                                "--gen-subset", "valid", "--beam", "2", *extra]
+
+
+def _with_nan(source: Path, path: Path) -> Path:
+    state = load_checkpoint(str(source))
+    state["model"]["encoder.layers.0.fc1.weight"][3, 5] = float("nan")
+    torch.save(state, path)
+    return path
+
+
+def _nan_weight_to_score_reference(paths: Paths) -> Command:
+    return _generate(paths, _with_nan(paths.checkpoint, paths.case / "diverged.pt"), "--score-reference")
+
+
+def _reversed_direction(paths: Paths) -> Command:
+    return _generate(paths, paths.checkpoint, "-s", "tgt", "-t", "src")
+
+
+def _directory_as_path(paths: Paths) -> Command:
+    return _generate(paths, paths.checkpoint.parent)
+
+
+def _interactive(checkpoint: str, data: Path = FIXTURES, *extra: str) -> Command:
+    """fairseq-interactive on a fixture checkpoint (tests/fixtures holds its dictionaries)."""
+    return "fairseq-interactive", [str(data), "--user-dir", "user_dir", "--path", str(FIXTURES / "checkpoints" / checkpoint),
+                                   "-s", "src", "-t", "tgt", *extra]
+
+
+def _learned_gates_override(paths: Paths) -> Command:
+    return _interactive("rk4.pt", FIXTURES, "--model-overrides", "{'ode_coefficients': 'learned'}")
+
+
+def _misspelt_override(paths: Paths) -> Command:
+    return _interactive("rk4.pt", FIXTURES, "--model-overrides", "{'encoder_ode_step': 8}")
+
+
+def _other_dictionary(paths: Paths) -> Command:
+    for side in ("src", "tgt"):
+        text = (FIXTURES / f"dict.{side}.txt").read_text()
+        (paths.case / f"dict.{side}.txt").write_text(text + "extra1 1\nextra2 1\nextra3 1\n")
+    return _interactive("rk4.pt", paths.case)
+
+
+def _average(*args: object) -> Command:
+    return "python", ["-m", "ode_seq.cli.average", *map(str, args)]
+
+
+def _average_other_architectures(paths: Paths) -> Command:
+    ckpts = FIXTURES / "checkpoints"
+    return _average("--inputs", ckpts / "rk4.pt", ckpts / "euler.pt", "--output", paths.case / "averaged.pt")
+
+
+def _average_other_shapes(paths: Paths) -> Command:
+    state = load_checkpoint(str(paths.checkpoint))
+    state["model"]["encoder.layers.1.fc1.weight"] = torch.zeros(3, 32)
+    torch.save(state, paths.case / "reshaped.pt")
+    return _average("--inputs", paths.checkpoint, paths.case / "reshaped.pt", "--output", paths.case / "averaged.pt")
+
+
+def _average_into_directory(paths: Paths) -> Command:
+    (paths.case / "averaged").mkdir()
+    return _average("--inputs", paths.checkpoint, paths.checkpoint, "--output", paths.case / "averaged")
+
+
+def _average_over_an_input(paths: Paths) -> Command:
+    shutil.copy(paths.checkpoint, paths.case / "a.pt")
+    shutil.copy(paths.checkpoint, paths.case / "b.pt")
+    return _average("--inputs", paths.case / "a.pt", paths.case / "b.pt", "--output", paths.case / "a.pt")
+
+
+def _average_nan(paths: Paths) -> Command:
+    nan = _with_nan(paths.checkpoint, paths.case / "diverged.pt")
+    return _average("--inputs", paths.checkpoint, nan, "--output", paths.case / "averaged.pt")
+
+
+def _average_zero_checkpoints(paths: Paths) -> Command:
+    return _average("--inputs", paths.checkpoint.parent, "--num-update-checkpoints", "0",
+                    "--output", paths.case / "averaged.pt")
+
+
+def _analyze_into_a_file(paths: Paths) -> Command:
+    (paths.case / "notes.txt").write_text("not a directory\n")
+    return "python", ["-m", "ode_seq.cli.analyze", "--path", str(paths.checkpoint), "--data",
+                      str(paths.data_bin), "--out", str(paths.case / "notes.txt" / "report")]
+
+
+def _export(paths: Paths, *extra: str) -> Command:
+    return "python", ["-m", "ode_seq.cli.export", "--path", str(FIXTURES / "checkpoints" / "nonauto.pt"), *extra]
+
+
+def _export_zero_steps(paths: Paths) -> Command:
+    return _export(paths, "--encoder-steps", "0", "--output", str(paths.case / "plain.pt"))
+
+
+def _export_into_missing_directory(paths: Paths) -> Command:
+    return _export(paths, "--output", str(paths.case / "exports" / "plain.pt"))
+
+
+def _empty_m2(paths: Paths) -> Command:
+    (paths.case / "hyp.txt").write_text("")
+    (paths.case / "gold.m2").write_text("")
+    return "python", ["-m", "ode_seq.metrics.m2", str(paths.case / "hyp.txt"), str(paths.case / "gold.m2")]
+
+
+def _metric_json_under_a_file(metric: str, *extra: str) -> Callable[[Paths], Command]:
+    def setup(paths: Paths) -> Command:
+        for name in ("hyp.txt", "ref.txt"):
+            (paths.case / name).write_text("a small test .\n")
+        (paths.case / "notes.txt").write_text("not a directory\n")
+        return "python", ["-m", f"ode_seq.metrics.{metric}", "--hyp", str(paths.case / "hyp.txt"),
+                          "--ref", str(paths.case / "ref.txt"), *extra,
+                          "--json", str(paths.case / "notes.txt" / "scores.json")]
+    return setup
+
+
 PREPROCESS_OUTPUTS = ("out/dict.src.txt", "out/train.src-tgt.src.bin", "out/train.src-tgt.tgt.bin")
+RUN_CHECKPOINTS = ("ckpt/checkpoint_last.pt", "ckpt/checkpoint_best.pt")
 
 CASES: Dict[str, BadInput] = {
     "learned gates with single-stage methods": BadInput(
@@ -221,6 +381,84 @@ CASES: Dict[str, BadInput] = {
         outputs=("generated/generate-valid.txt",),
         exit_xfail="fairseq_cli.generate.main opens generate-valid.txt before loading the model, "
                    "so the refused checkpoint leaves an empty output file"),
+    "--restore-file that does not exist beside a run": BadInput(
+        _missing_restore_file, r"--restore-file \S*chekpoint_last\.pt does not exist",
+        r"Name an existing checkpoint.*to start a new run on purpose, leave out --restore-file",
+        kept=RUN_CHECKPOINTS),
+    "directory given to --restore-file": BadInput(
+        _directory_as_restore_file, r"--restore-file \S*ckpt is a directory",
+        r"name a checkpoint file, e\.g\. \S*ckpt/checkpoint_last\.pt", kept=RUN_CHECKPOINTS),
+    "save directory with checkpoints but no checkpoint_last.pt": BadInput(
+        _run_without_checkpoint_last,
+        r"holds checkpoints \(checkpoint1\.pt, checkpoint_best\.pt\) but no checkpoint_last\.pt",
+        r"pass --restore-file \S*ckpt/checkpoint1\.pt; to start a new run on purpose",
+        kept=("ckpt/checkpoint1.pt", "ckpt/checkpoint_best.pt")),
+    "--continue-once that does not exist": BadInput(
+        _missing_continue_once, r"--continue-once \S*gone\.pt does not exist", r"Name an existing checkpoint",
+        kept=("ckpt/checkpoint_best.pt",)),
+    "adaptive tolerances too tight for float32": BadInput(
+        _tight_tolerances,
+        r"encoder block 0: dopri5 with rtol 1e-12, atol 1e-12 \(torch\.float32\) stopped at t = .* "
+        r"after 1000 field evaluations: the limit of 1000 per solve",
+        r"loosen them \(--ode-rtol, --ode-atol.*--ode-max-evaluations", outputs=("ckpt/checkpoint_*.pt",)),
+    "NaN weight with --score-reference": BadInput(
+        _nan_weight_to_score_reference,
+        r"diverged\.pt holds non-finite parameters: 1 of 2048 values of encoder\.layers\.0\.fc1\.weight",
+        r"use an earlier checkpoint"),
+    "-s tgt -t src with a src-to-tgt checkpoint": BadInput(
+        _reversed_direction, r"trained to translate src -> tgt, but this run reads tgt as the source",
+        r"pass -s src -t tgt"),
+    "directory given as --path": BadInput(
+        _directory_as_path, r"\S+ is a directory, not a checkpoint file", r"name a file in it, e\.g\. \S+checkpoint_best\.pt"),
+    "--model-overrides adding learned gates to a fixed checkpoint": BadInput(
+        _learned_gates_override,
+        r"do not fit the model built from its options and any --model-overrides: 4 parameters missing "
+        r"from the checkpoint \(encoder\.layers\.0\.combiner\.proj\.weight and 3 more\)",
+        r"fairseq-train --finetune-from-model CHECKPOINT"),
+    "--model-overrides with a misspelt option": BadInput(
+        _misspelt_override, r"encoder_ode_step is not an option of this model, so it would be ignored",
+        r"did you mean encoder_ode_steps\? \(check the keys of --model-overrides\)"),
+    "data directory with another dictionary than the model's": BadInput(
+        _other_dictionary, r"source dictionary has 27 symbols but the checkpoint's encoder\.embed_tokens\.weight has 24 rows",
+        r"with the data directory \(dict\.\*\.txt\) it was trained with"),
+    "checkpoints of different architectures to average": BadInput(
+        _average_other_architectures,
+        r"euler\.pt was trained as --arch ode_transformer_euler, \S*rk4\.pt as --arch ode_transformer_rk4",
+        r"average checkpoints of one run", outputs=("averaged.pt*",)),
+    "checkpoints with parameters of different shapes to average": BadInput(
+        _average_other_shapes,
+        r"parameter encoder\.layers\.1\.fc1\.weight has shape \(3, 32\) in \S*reshaped\.pt but \(64, 32\)",
+        r"average checkpoints of one run", outputs=("averaged.pt*",)),
+    "directory given to average --output": BadInput(
+        _average_into_directory, r"--output \S*averaged is a directory", r"name the file to write",
+        outputs=("averaged.tmp*", "averaged/*")),
+    "average --output naming one of its inputs": BadInput(
+        _average_over_an_input, r"--output \S*a\.pt is one of the checkpoints to average",
+        r"write the average to another file", kept=("a.pt",), outputs=("a.pt.tmp*",)),
+    "NaN weight to average": BadInput(
+        _average_nan, r"diverged\.pt holds non-finite parameters", r"use an earlier checkpoint",
+        outputs=("averaged.pt*",)),
+    "average of zero checkpoints": BadInput(
+        _average_zero_checkpoints, r"--num-update-checkpoints must be a positive number of checkpoints, got 0",
+        r"a positive number of checkpoints", outputs=("averaged.pt*",)),
+    "analysis report under a regular file": BadInput(
+        _analyze_into_a_file, r"--out \S*notes\.txt/report: \S*notes\.txt is a file, not a directory",
+        r"choose another path"),
+    "export with zero encoder steps": BadInput(
+        _export_zero_steps, r"--encoder-steps must be a positive number of steps \(layers\), got 0",
+        r"a positive number of steps", outputs=("plain.pt*",)),
+    "export into a missing directory": BadInput(
+        _export_into_missing_directory, r"--output \S*exports/plain\.pt: its directory \S*exports does not exist",
+        r"create it first \(mkdir -p\)"),
+    "empty hypotheses scored against an empty M2 file": BadInput(
+        _empty_m2, r"gold\.m2 holds no M2 sentences", r"check that the gold file is the right one"),
+    "BLEU --json under a regular file": BadInput(
+        _metric_json_under_a_file("bleu", "--lang", "en"),
+        r"--json \S*notes\.txt/scores\.json: \S*notes\.txt is a file, not a directory", r"choose another path"),
+    "ROUGE --json under a regular file": BadInput(
+        _metric_json_under_a_file("rouge", "--bootstrap-samples", "10"),
+        r"--json \S*notes\.txt/scores\.json: its directory \S*notes\.txt does not exist or is not a directory",
+        r"choose another path"),
 }
 
 
@@ -247,7 +485,8 @@ def outcome(data_bin, over_long_data, reference_run, tmp_path_factory):
             case = tmp_path_factory.mktemp(re.sub(r"\W+", "_", name)[:40])
             paths = Paths(case, data_bin, over_long_data, reference_run[0] / "checkpoint_last.pt")
             tool, args = CASES[name].setup(paths)
-            results[name] = (run(tool, args, check=False), case)
+            kept = {path: (case / path).read_bytes() for path in CASES[name].kept}
+            results[name] = (run(tool, args, check=False, timeout=900), case, kept)
         return results[name]
 
     return get
@@ -255,17 +494,24 @@ def outcome(data_bin, over_long_data, reference_run, tmp_path_factory):
 
 @pytest.mark.parametrize("name", [_case(n, "exit") for n in CASES])
 def test_bad_input_exits_non_zero_without_writing_output(name, outcome):
-    result, case = outcome(name)
+    result, case, kept = outcome(name)
     assert result.returncode != 0, result.stdout[-2000:]
-    assert [p for p in CASES[name].outputs if (case / p).exists()] == []
+    assert [p for p in CASES[name].outputs if list(case.glob(p))] == []
+    assert [p for p, data in kept.items() if (case / p).read_bytes() != data] == []
 
 
 @pytest.mark.parametrize("name", [_case(n, "message") for n in CASES])
 def test_bad_input_error_names_the_problem_and_the_fix(name, outcome):
-    result, _ = outcome(name)
+    result, _, _ = outcome(name)
     error = final_error(result.stderr)
     assert re.search(CASES[name].problem, error, re.S), error
     assert re.search(CASES[name].fix, error, re.S), error
+
+
+def test_checkpoints_record_the_language_pair_they_were_trained_for(reference_run):
+    """What lets fairseq-generate refuse ``-s tgt -t src`` even without the training data."""
+    state = load_checkpoint(str(reference_run[0] / "checkpoint_last.pt"))
+    assert state["task_state"]["language_pair"] == ["src", "tgt"]
 
 
 @pytest.fixture(scope="module")
@@ -314,6 +560,11 @@ def _refusal(data_bin: Path, arch: str, options_: Sequence[str], capsys) -> str:
     raise AssertionError(f"{arch} accepted {options_}")
 
 
+def _adaptive(*options: str) -> Tuple[str, List[str]]:
+    """(arch, options) of the dopri5 encoder at the tiny model's depth, plus ``options``."""
+    return DOPRI5[1], [*DOPRI5[2:], *options]
+
+
 # Invalid option values and combinations, per model family: (arch, options, problem, fix).
 _OPTION_ERRORS = {
     "ode: adaptive decoder": ("ode_transformer_rk4_small", ["--decoder-ode-method", "dopri5"],
@@ -343,6 +594,22 @@ _OPTION_ERRORS = {
     "stable: unknown attention kernel": (
         "stable_ode_transformer_small", ["--attention-kernel", "cosine"],
         r"--attention-kernel: invalid choice: 'cosine'", r"choose from 'dot', 'l2'"),
+    "ode: non-finite tolerance": (
+        *_adaptive("--ode-rtol", "nan"),
+        r"--ode-rtol nan is not a finite number", r"must be finite and > 0 \(e\.g\. --ode-rtol 1e-3"),
+    "ode: infinite tolerance": (
+        *_adaptive("--ode-atol", "inf"),
+        r"--ode-atol inf is not a finite number", r"must be finite and > 0"),
+    "ode: non-finite minimum step": (
+        *_adaptive("--ode-min-step", "nan"),
+        r"--ode-min-step nan is not a finite number", r"minimum step finite and >= 0"),
+    "ode: minimum step as long as the interval": (
+        *_adaptive("--ode-min-step", "2"),
+        r"--ode-min-step 2\.0 is not shorter than the interval \[0, 2\]", r"pass a smaller --ode-min-step"),
+    "ode: no field evaluations allowed": (
+        *_adaptive("--ode-max-evaluations", "0"),
+        r"--ode-max-evaluations must be a positive number of field evaluations per solve, got 0",
+        r"default 1000"),
     "stable: relative positions": (
         "stable_ode_transformer_small", ["--encoder-relative-positions", "8"],
         r"stable ODE blocks have no relative position keys",

@@ -1,6 +1,6 @@
 """Data-parallel training: two gloo processes launched the way fairseq launches one process per
-node (``--distributed-init-method tcp://… --distributed-rank R --distributed-no-spawn``) equal
-one process accumulating two batches per update (``--update-freq 2``).
+node (``--distributed-init-method tcp://… --distributed-rank R --distributed-no-spawn``), or by
+torchrun, equal one process accumulating two batches per update (``--update-freq 2``).
 
 fairseq's own spawner cannot start CPU workers (it spawns ``min(torch.cuda.device_count(),
 world_size)`` = 0 processes), so each rank is started as its own fairseq-train. Dropout is off:
@@ -10,6 +10,7 @@ design, not by a synchronisation error.
 """
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from tests.conftest import TinyTask, build_model, random_batch
-from tests.e2e.cli import run
+from tests.e2e.cli import BIN, run
 from tests.reliability.corpus import (
     NO_DROPOUT, OPTIMISATION, QUIET_CPU, RK4_LEARNED, max_abs_difference, model_state, start,
 )
@@ -88,6 +89,32 @@ def test_pytorch_ddp_ranks_equal_one_process_with_update_freq_2(
     two_ranks = model_state(_two_ranks(data_bin, tmp_path, "c10d") / "checkpoint_last.pt")
     one = model_state(one_process_update_freq_2 / "checkpoint_last.pt")
     assert max_abs_difference(two_ranks, one) <= 1e-6
+
+
+def _torchrun(data_bin: Path, save: Path, *extra: str):
+    """fairseq-train in 2 processes started by torchrun on this machine's CPUs."""
+    return run("torchrun", ["--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
+                            str(_free_port()), os.path.join(BIN, "fairseq-train"),
+                            *_training(data_bin, save), *extra], check=False, timeout=600)
+
+
+def test_torchrun_processes_on_cpus_equal_one_process_with_update_freq_2(
+    data_bin, tmp_path, one_process_update_freq_2
+):
+    result = _torchrun(data_bin, tmp_path, "--distributed-backend", "gloo")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "training on 2 devices" in result.stdout + result.stderr
+    two = model_state(tmp_path / "checkpoint_last.pt")
+    assert max_abs_difference(two, model_state(one_process_update_freq_2 / "checkpoint_last.pt")) <= 1e-6
+
+
+def test_torchrun_processes_that_would_each_train_alone_are_refused_before_writing(data_bin, tmp_path):
+    result = _torchrun(data_bin, tmp_path / "ckpt", "--distributed-backend", "gloo",
+                       "--distributed-init-method", f"tcp://127.0.0.1:{_free_port()}",
+                       "--distributed-world-size", "1")
+    assert result.returncode != 0
+    assert "would make each process train on its own into the same --save-dir" in result.stderr
+    assert not (tmp_path / "ckpt").exists()
 
 
 @pytest.fixture(scope="module")

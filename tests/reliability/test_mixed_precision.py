@@ -1,8 +1,9 @@
 """fp16 and bf16 training on CPU for ODE models, through fairseq's own precision machinery.
 
 What fairseq 0.12 does on a CPU-only torch:
-- ``--fp16 --cpu`` trains when the fp32 master copy is not flattened (``--fp16-no-flatten-grads``
-  or ``--memory-efficient-fp16``): the flat copy asks ``torch.cuda.current_device()``.
+- ``--fp16 --cpu`` trains only when the fp32 master copy is not flattened
+  (``--fp16-no-flatten-grads`` or ``--memory-efficient-fp16``): the flat copy asks
+  ``torch.cuda.current_device()``. The plugin keeps the flat copy on the CPU (fix ``fp16_on_cpu``).
 - A gradient overflow inside fairseq-train crashes on CPU instead of lowering the loss scale:
   ``Trainer.train_step``'s ``except OverflowError`` branch calls ``torch.tensor(0.0).cuda()``.
   The loss scaler itself works (tested below on the optimizer fairseq builds).
@@ -18,7 +19,7 @@ import pytest
 import torch
 
 from tests.conftest import TinyTask, build_model, random_batch
-from tests.e2e.cli import run
+from tests.e2e.cli import TINY_MODEL, run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED
 from benchmarks.inprocess import fairseq_trainer
 from benchmarks.model_families import FEATURES
@@ -39,6 +40,29 @@ def test_fp16_training_on_cpu_runs_through_fairseq_train(data_bin, tmp_path):
     assert all(scale == "128" for _, _, scale in steps)  # --fp16-init-scale default
     losses = [float(loss) for loss, _, _ in steps]
     assert losses[-1] < losses[0]
+
+
+def test_fp16_training_on_cpu_with_fairseqs_flat_fp32_master_copy(data_bin, tmp_path):
+    log = _train_log(data_bin, tmp_path, "--fp16")
+    steps = re.findall(r"loss=([\d.]+),.* num_updates=(\d+),.* loss_scale=(\d+)", log)
+    assert [int(u) for _, u, _ in steps] == [1, 2, 3]
+    losses = [float(loss) for loss, _, _ in steps]
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("precision", ["--fp16", "--memory-efficient-fp16"])
+def test_adaptive_encoder_trains_in_fp16_through_fairseq_train(precision, data_bin, tmp_path):
+    """dopri5's error control in float16 overflowed (the squared error ratio) and, through the
+    first step size, sent nan gradients to the embeddings; its norm is now float32, off the graph."""
+    out = run("fairseq-train", [
+        str(data_bin), "--user-dir", "user_dir", "--arch", "ode_transformer_parallel_shared_dopri5",
+        "--encoder-share-group-size", "2", *TINY_MODEL, "--share-all-embeddings", *OPTIMISATION,
+        *QUIET_CPU, precision, "--max-update", "2", "--no-save", "--disable-validation",
+        "--save-dir", str(tmp_path),
+    ])
+    steps = re.findall(r"encoder_nfe=(\d+), loss=([\d.]+),.* num_updates=(\d+),.* loss_scale=(\d+)", out.stdout)
+    assert [int(u) for _, _, u, _ in steps] == [1, 2]
+    assert all(scale == "128" for *_, scale in steps)  # no overflow: the first scale was kept
 
 
 @pytest.mark.xfail(strict=True, reason="fairseq.trainer.Trainer.train_step handles OverflowError "
