@@ -5,7 +5,8 @@
 
 Reads, for each setting, DIR/SETTING/options.txt (its run_bible_demo.sh options), time.txt (wall,
 user and system seconds of the whole run, written by /usr/bin/time), the sacreBLEU 13a score in
-demo.out and the number of updates in the training log.
+demo.out and the number of updates in the training log. A setting without time.txt has not
+finished and gets a row that says so.
 """
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 SCORE = re.compile(r"^sacreBLEU 13a:\s+BLEU = ([0-9.]+)", re.M)
 
 
-def row(run_dir: Path) -> Dict[str, str]:
+def row(run_dir: Path) -> Optional[Dict[str, str]]:
+    """The setting's numbers, or None when its run has not finished (no time.txt yet)."""
+    if not (run_dir / "time.txt").exists():
+        return None
     wall, user, system = map(float, (run_dir / "time.txt").read_text().split()[-3:])
     out = (run_dir / "demo.out").read_text(encoding="utf-8")
     score = SCORE.search(out)
@@ -47,6 +51,9 @@ def main(argv: List[str] | None = None) -> int:
     print("|---|---|---|---|---|---|")
     for name in args.settings:
         r = row(args.work_dir / name)
+        if r is None:
+            print(f"| {name} | not finished: run demo_sweep.sh --settings {name} | | | | |")
+            continue
         print(f"| {name} | `{r['options']}` | {r['updates']} | {r['bleu']} | {r['cpu_minutes']} "
               f"| {r['wall_minutes']} |")
     return 0
