@@ -75,7 +75,7 @@ def add_trajectories(report: Report, inputs: AnalysisInputs) -> None:
         return
     plots.plot_trajectory_norms(stats, report.figure("trajectory"))
     kinds = ", ".join(sorted({r.coefficients for s in STACKS for r in records[s]}))
-    learned = {s: v for s, v in stats.items() if v[0]["coefficients"] in ("gate", "free")}
+    learned = {s: v for s, v in stats.items() if v[0]["coefficients"] in ("gate", "free", "ema")}
     if learned:
         plots.plot_coefficients(learned, report.figure("coefficients"))
     else:

@@ -108,7 +108,8 @@ class ODEOptions:
     coefficients: str = option(
         "fixed", "output weights of multi-stage blocks: fixed (tableau b), learned (per-block "
         "per-token gate; sigmoid gate for 2 stages), learned-shared (one gate for a stack), "
-        "free (trainable, init b), free-ones (trainable, init 1)", choices=COEFFICIENT_MODES,
+        "free (trainable, init b), free-ones (trainable, init 1), ema (PCformer: w_i = "
+        "beta(1-beta)^(s-i), beta trainable, init 0.5)", choices=COEFFICIENT_MODES,
     )
     field: str = option(
         "residual-branch", "vector field F: residual-branch = layer minus identity (paper; Euler "

@@ -9,7 +9,7 @@ Output weights of a step, fixed or learned, are :mod:`.coefficients`. Nothing he
 from typing import Union
 
 from .adaptive import ADAPTIVE_METHODS, AdaptiveMethod, AdaptiveSolver
-from .coefficients import COEFFICIENT_MODES, FixedWeights, FreeWeights, StageGate, build_combiner
+from .coefficients import COEFFICIENT_MODES, EMAWeights, FixedWeights, FreeWeights, StageGate, build_combiner
 from .fixed_grid import FixedGridSolver, VectorField, weighted_sum
 from .observers import EvaluationCounter, ObserverGroup, SolveObserver
 from .tableaus import TABLEAUS, ButcherTableau, get_tableau
@@ -22,6 +22,7 @@ __all__ = [
     "AdaptiveSolver",
     "ButcherTableau",
     "COEFFICIENT_MODES",
+    "EMAWeights",
     "EvaluationCounter",
     "FixedGridSolver",
     "FixedWeights",
