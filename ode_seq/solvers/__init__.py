@@ -10,7 +10,7 @@ from typing import Union
 
 from .adaptive import ADAPTIVE_METHODS, AdaptiveMethod, AdaptiveSolver
 from .coefficients import COEFFICIENT_MODES, EMAWeights, FixedWeights, FreeWeights, StageGate, build_combiner
-from .fixed_grid import FixedGridSolver, VectorField, weighted_sum
+from .fixed_grid import FixedGridSolver, SplitField, VectorField, weighted_sum
 from .observers import EvaluationCounter, ObserverGroup, SolveObserver
 from .tableaus import TABLEAUS, ButcherTableau, get_tableau
 
@@ -30,6 +30,7 @@ __all__ = [
     "ObserverGroup",
     "SolveObserver",
     "Solver",
+    "SplitField",
     "StageGate",
     "TABLEAUS",
     "VectorField",
