@@ -185,3 +185,23 @@ def test_parallel_non_autonomous_euler_step_is_the_papers_field():
             expected = expected + h * (attn + cross + _ffn(layer, layer.final_layer_norm(expected)))
         out, _, _ = decoder(x, encoder_out=memory, self_attn_mask=causal)
         torch.testing.assert_close(out, expected, atol=1e-10, rtol=0)
+
+
+def test_validation_after_an_optimiser_step_sees_the_updated_weights():
+    # fairseq's Adam writes p.data, which does not bump p._version (the cache key); fairseq
+    # switches the model to eval() before validating, and that must drop the cached θ(τ).
+    task = TinyTask()
+    model = _make_time_dependent(build_model("ode_transformer_nonauto_small", task, **_tiny())).eval()
+    batch = random_batch(task, [5, 3])
+    with torch.no_grad():
+        before = _log_probs(model, batch)
+    model.train()
+    for p in model.encoder.layers[0].theta.parameters():
+        p.data.add_(0.05)
+    model.eval()
+    fresh = build_model("ode_transformer_nonauto_small", task, **_tiny()).eval()
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        after, expected = _log_probs(model, batch), _log_probs(fresh, batch)
+    assert (after - before).abs().max() > 1e-3
+    torch.testing.assert_close(after, expected, atol=1e-6, rtol=0)

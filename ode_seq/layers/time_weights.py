@@ -131,8 +131,16 @@ class TimeDependentWeights(nn.Module):
             for name in self.names
         }
 
+    def train(self, mode: bool = True) -> "TimeDependentWeights":
+        """Switching between training and evaluation drops the cached θ(τ): optimisers (fairseq's
+        Adam among them) update parameters through ``p.data``, which leaves the version counters
+        that key the cache unchanged, so validation after an update would see stale weights."""
+        self._cache, self._cache_version = {}, ()
+        return super().train(mode)
+
     def at(self, tau: float, shared: Optional[TimeEmbedding] = None) -> Dict[str, Tensor]:
-        """θ(τ); cached while no gradient is recorded and no parameter has changed."""
+        """θ(τ); cached while no gradient is recorded and no parameter has changed (in place, or
+        through ``p.data`` before the next switch of training mode)."""
         if torch.is_grad_enabled():
             return self(tau, shared)
         params = list(self.parameters()) + (list(shared.parameters()) if shared is not None else [])
