@@ -19,9 +19,9 @@
 #   --work-dir DIR            (default: work-dirs/step-adaptation)
 #   --steps N                 training steps of both stacks = their layers L (default: 6)
 #   --step-counts "N' ..."    step counts to adapt to (default: "3 4 6 8 12")
-#   --max-update N            training updates of the ODE model (default: 1800)
+#   --max-update N            training updates of the ODE model (default: 1200)
 #   --lr LR --warmup N        its peak learning rate and inverse-sqrt warmup (default: 2e-3, 300)
-#   --ft-updates N            updates of each fine-tune (default: 150)
+#   --ft-updates N            updates of each fine-tune (default: 100)
 #   --ft-lr LR --lora-lr LR   peak learning rates of full and LoRA fine-tuning (default: 5e-4, 2e-3)
 #   --ft-warmup N             warmup of both fine-tunes (default: 20)
 #   --lora-rank R --lora-alpha A   (default: 8, 16)
@@ -39,10 +39,10 @@ TRANSLATION="$REPO_ROOT/examples/translation"
 WORK_DIR="$REPO_ROOT/work-dirs/step-adaptation"
 STEPS=6
 STEP_COUNTS="3 4 6 8 12"
-MAX_UPDATE=1800
+MAX_UPDATE=1200
 LR=2e-3
 WARMUP=300
-FT_UPDATES=150
+FT_UPDATES=100
 FT_LR=5e-4
 LORA_LR=2e-3
 FT_WARMUP=20
