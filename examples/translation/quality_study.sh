@@ -2,7 +2,8 @@
 # Quality study on the bundled English→Spanish Bible corpus: residual 6-6, RK2 with learned
 # coefficients 6-6, RK4 6-6 (ODE blocks in the encoder, as in the paper) and a residual 24-6 model
 # with the same layer evaluations as RK4 6-6, each trained with several seeds under one recipe,
-# then averaged, decoded (beam 4) and scored; docs-ready table of mean ± standard deviation.
+# then averaged, decoded (beam 4) and scored; docs-ready table of mean ± standard deviation, with
+# each seed's paired-bootstrap p-value against the residual 6-6 model of the same seed.
 # Runs go in parallel, one thread each; finished stages are reused when the study is rerun.
 #
 # Usage: quality_study.sh [options]
@@ -114,6 +115,6 @@ done | xargs -P "$JOBS" -n 2 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDA
   || die "some runs failed (messages above); rerun to resume"
 
 python "$HERE/study_table.py" --runs-dir "$WORK_DIR/runs" --configs $CONFIGS --recipe "$RECIPE" \
-  > "$OUTPUT.tmp" || { rm -f "$OUTPUT.tmp"; die "could not summarise the runs"; }
+  --ref "$WORK_DIR/raw/test.es" --lang es > "$OUTPUT.tmp" || { rm -f "$OUTPUT.tmp"; die "could not summarise the runs"; }
 publish "$OUTPUT.tmp" "$OUTPUT"
 cat "$OUTPUT"
