@@ -10,7 +10,8 @@ from tests.conftest import (
 
 METHOD_MODES = [(m, "fixed") for m in TABLEAUS] + [
     ("heun", "learned"), ("rk4", "learned"), ("rk3", "learned-shared"),
-    ("rk4", "free"), ("heun", "free-ones"),
+    ("rk4", "free"), ("heun", "free-ones"), ("heun", "ema"), ("rk4", "ema"), ("iie2", "ema"),
+    ("iie3", "learned"),
 ]
 
 

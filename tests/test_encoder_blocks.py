@@ -76,6 +76,37 @@ def test_free_ones_block_is_sum_of_stages_at_init():
     torch.testing.assert_close(block(y), y + k1 + k2, atol=1e-5, rtol=0)
 
 
+def test_iterated_implicit_euler_block_equals_iiet_fixed_point_formula():
+    block, G = _block_and_branch("ode_transformer_rk2", encoder_ode_method="iie2")
+    y = torch.randn(5, 2, 32)
+    x = y + G(y)
+    for _ in range(2):
+        x = y + G(x)
+    torch.testing.assert_close(block(y), x, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("method, stages", [("heun", 2), ("rk4", 4)])
+def test_ema_block_equals_pcformer_ema_weights_formula(method, stages):
+    block, G = _block_and_branch("ode_transformer_rk2", encoder_ode_method=method, ode_coefficients="ema")
+    assert block.combiner.beta.item() == 0.5
+    with torch.no_grad():
+        block.combiner.beta.fill_(0.3)
+    y = torch.randn(5, 2, 32)
+    a = block.solver.tableau.a
+    ks = []
+    for i in range(stages):
+        ks.append(G(y + sum(a_ij * k for a_ij, k in zip(a[i], ks))))
+    beta = 0.3
+    expected = y + sum(beta * (1 - beta) ** (stages - 1 - i) * k for i, k in enumerate(ks))
+    torch.testing.assert_close(block(y), expected, atol=1e-5, rtol=0)
+
+
+def test_ema_weights_at_initialisation_are_pcformers():
+    block, _ = _block_and_branch("ode_transformer_rk4", ode_coefficients="ema")
+    torch.testing.assert_close(block.combiner.weights([]), torch.tensor([1 / 16, 1 / 8, 1 / 4, 1 / 2]))
+    assert [n for n, _ in block.combiner.named_parameters()] == ["beta"]
+
+
 def test_whole_layer_field_feeds_residual_into_every_stage():
     block, G = _block_and_branch("ode_transformer_rk2", ode_field="whole-layer")
     L = lambda z: z + G(z)  # noqa: E731

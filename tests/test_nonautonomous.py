@@ -2,7 +2,10 @@
 import pytest
 import torch
 
+from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
+
 from ode_seq.cli.export import discrete_state_dict
+from ode_seq.layers.time_weights import TimeEmbedding
 from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
 
 
@@ -11,9 +14,10 @@ def _make_time_dependent(model, seed=0):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for side in (model.encoder, model.decoder):
-            lin2 = side.layers[0].time_embedding.lin2
-            lin2.weight.copy_(torch.randn(lin2.weight.shape, generator=g))
-            lin2.bias.copy_(torch.randn(lin2.bias.shape, generator=g))
+            for network in side.layers[0].modules():
+                if isinstance(network, TimeEmbedding):
+                    network.lin2.weight.copy_(torch.randn(network.lin2.weight.shape, generator=g))
+                    network.lin2.bias.copy_(torch.randn(network.lin2.bias.shape, generator=g))
             for module in side.layers[0].theta.params.values():
                 for name, p in module.named_parameters():
                     if name in ("A", "B"):
@@ -78,6 +82,30 @@ def test_parameter_counts_match_the_formulas(form, rank):
     assert sum(p.numel() for p in block.theta.parameters()) == expected
     assert sum(p.numel() for p in block.time_embedding.parameters()) == mlp
     assert not [n for n, _ in block.named_parameters(recurse=False)]
+    per_weight = build_model(
+        "ode_transformer_nonauto", TinyTask(), **_tiny(), time_weights=form, time_rank=rank,
+        time_network="per-weight",
+    )
+    for side, modules in (("encoder", 8), ("decoder", 13)):
+        block = getattr(per_weight, side).layers[0]
+        assert not hasattr(block, "time_embedding")
+        assert len(block.theta.networks) == modules  # Q, K, V, out (x2 in the decoder), fc1, fc2, norms
+        assert sum(p.numel() for p in block.theta.parameters()) == (
+            sum(p.numel() for p in block.theta.params.parameters()) + modules * mlp
+        )
+    assert sum(p.numel() for p in per_weight.encoder.layers[0].theta.params.parameters()) == expected
+
+
+def test_per_weight_networks_move_only_the_weights_of_their_own_module():
+    model = build_model("ode_transformer_nonauto_parallel_small", TinyTask(), **_tiny())
+    block = model.encoder.layers[0]
+    network = block.theta.networks["fc1"]
+    with torch.no_grad():
+        network.lin2.weight.normal_()
+        network.lin2.bias.normal_()
+        early, late = block.weights_at(0.25), block.weights_at(1.0)
+    changed = {name for name in early if not torch.equal(early[name], late[name])}
+    assert changed == {"fc1.weight", "fc1.bias"}
 
 
 def test_parity_variant_matches_transformer_base_parameter_count():
@@ -94,11 +122,14 @@ def test_parity_variant_matches_transformer_base_parameter_count():
     assert abs(ratio - 1) < 0.03, counts
 
 
-@pytest.mark.parametrize("method", ["euler", "heun"])
-def test_incremental_decoding_equals_full_forward(method):
+@pytest.mark.parametrize("method, arch", [
+    ("euler", "ode_transformer_nonauto_small"), ("heun", "ode_transformer_nonauto_small"),
+    ("euler", "ode_transformer_nonauto_parallel_small"), ("rk4", "ode_transformer_nonauto_parallel_small"),
+])
+def test_incremental_decoding_equals_full_forward(method, arch):
     task = TinyTask()
     model = _make_time_dependent(build_model(
-        "ode_transformer_nonauto_small", task, **_tiny(), decoder_ode_method=method,
+        arch, task, **_tiny(), decoder_ode_method=method,
         encoder_ode_method=method, decoder_ode_steps=3,
     )).eval()
     assert incremental_decoding_error(model, task, [6, 3, 8], seed=2) <= 1e-5
@@ -109,3 +140,68 @@ def test_non_autonomous_rejects_adaptive_solvers_and_bad_sizes():
         build_model("ode_transformer_nonauto_small", TinyTask(), **_tiny(), encoder_ode_method="dopri5")
     with pytest.raises(ValueError, match="--time-embed-dim, --time-features, --time-hidden-dim and --time-rank must be positive"):
         build_model("ode_transformer_nonauto_small", TinyTask(), time_embed_dim=0)
+
+
+def _layer_at(block, tau, layer_class, cfg):
+    """fairseq's own pre-norm layer holding the block's weights θ(τ)."""
+    layer = layer_class(cfg).eval().double()
+    layer.load_state_dict({k: v.detach() for k, v in block.weights_at(tau).items()})
+    return layer
+
+
+def _ffn(layer, z):
+    return layer.fc2(layer.activation_fn(layer.fc1(z)))
+
+
+def test_parallel_non_autonomous_euler_step_is_the_papers_field():
+    # x_{n+1} = x_n + h (Attn(LN_a(x_n); θ(τ)) + FFN(LN_m(x_n); θ(τ))), τ = (n+1)/N (Tong et al.)
+    model = _make_time_dependent(build_model(
+        "ode_transformer_nonauto_parallel_small", TinyTask(), **_tiny(), encoder_ode_steps=4,
+        decoder_ode_steps=4,
+    )).eval().double()
+    x = torch.randn(5, 2, 32, dtype=torch.float64)
+    block = model.encoder.layers[0]
+    h = block.solver.step_size
+    assert h == 0.5  # 2 layers, 4 steps
+    expected = x
+    with torch.no_grad():
+        for n in range(4):
+            layer = _layer_at(block, (n + 1) / 4, TransformerEncoderLayerBase, block.cfg)
+            z = layer.self_attn_layer_norm(expected)
+            attn = layer.self_attn(query=z, key=z, value=z, key_padding_mask=None)[0]
+            expected = expected + h * (attn + _ffn(layer, layer.final_layer_norm(expected)))
+        torch.testing.assert_close(block(x, None), expected, atol=1e-10, rtol=0)
+
+        decoder = model.decoder.layers[0]
+        memory = torch.randn(6, 2, 32, dtype=torch.float64)
+        expected = x
+        causal = torch.triu(torch.full((5, 5), float("-inf"), dtype=torch.float64), 1)
+        for n in range(4):
+            layer = _layer_at(decoder, (n + 1) / 4, TransformerDecoderLayerBase, block.cfg)
+            z = layer.self_attn_layer_norm(expected)
+            attn = layer.self_attn(query=z, key=z, value=z, attn_mask=causal)[0]
+            z = layer.encoder_attn_layer_norm(expected)
+            cross = layer.encoder_attn(query=z, key=memory, value=memory, static_kv=True)[0]
+            expected = expected + h * (attn + cross + _ffn(layer, layer.final_layer_norm(expected)))
+        out, _, _ = decoder(x, encoder_out=memory, self_attn_mask=causal)
+        torch.testing.assert_close(out, expected, atol=1e-10, rtol=0)
+
+
+def test_validation_after_an_optimiser_step_sees_the_updated_weights():
+    # fairseq's Adam writes p.data, which does not bump p._version (the cache key); fairseq
+    # switches the model to eval() before validating, and that must drop the cached θ(τ).
+    task = TinyTask()
+    model = _make_time_dependent(build_model("ode_transformer_nonauto_small", task, **_tiny())).eval()
+    batch = random_batch(task, [5, 3])
+    with torch.no_grad():
+        before = _log_probs(model, batch)
+    model.train()
+    for p in model.encoder.layers[0].theta.parameters():
+        p.data.add_(0.05)
+    model.eval()
+    fresh = build_model("ode_transformer_nonauto_small", task, **_tiny()).eval()
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        after, expected = _log_probs(model, batch), _log_probs(fresh, batch)
+    assert (after - before).abs().max() > 1e-3
+    torch.testing.assert_close(after, expected, atol=1e-6, rtol=0)

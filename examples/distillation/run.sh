@@ -7,7 +7,10 @@
 #   3. distil a stable_ode_transformer student with one shared layer per stack (Euler, STEPS steps
 #      over [0, LAYERS]) whose trajectory follows the teacher's layer outputs
 #      (--criterion ode_trajectory_distillation, interface copied from the teacher), and score it;
-#   4. print parameter counts and both scores.
+#   4. with --baseline, train the same student architecture from scratch (label-smoothed
+#      cross-entropy only, same updates, learning rate and seed) and score it;
+#   5. print parameter counts and scores; with --baseline, the distilled-minus-scratch BLEU per
+#      seed with its paired-bootstrap p-value (examples/distillation/baseline_table.py).
 # Every stage is skipped when its output exists in --work-dir.
 #
 # Usage: run.sh [options]
@@ -19,6 +22,8 @@
 #   --embed-dim D --ffn-dim F --heads H --layers L   teacher sizes; the student has the same width
 #                           and integrates [0, L] with one shared layer (default: 256, 1024, 4, 3)
 #   --student-arch NAME     (default: stable_ode_transformer_small)
+#   --seeds "S1 S2 ..."     one student (and scratch baseline) per seed; the teacher has seed 1 (default: 1)
+#   --baseline              also train each seed's student from scratch and compare (see step 4)
 #   --steps N               Euler steps of each student stack (default: 6)
 #   --attention-kernel K    dot or l2 (default: dot)
 #   --control-times MODE    uniform or distance (default: distance)
@@ -51,6 +56,8 @@ FREEZE=200
 MAX_LEN_A=1.5
 MAX_LEN_B=10
 PREPARE_ARGS=(--valid-pairs 500 --test-pairs 500 --vocab-size 4000)
+SEEDS=1
+BASELINE=0
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -65,6 +72,8 @@ while [[ $# -gt 0 ]]; do
     --heads) require_option_value "$@"; HEADS="$2"; shift 2 ;;
     --layers) require_option_value "$@"; LAYERS="$2"; shift 2 ;;
     --student-arch) require_option_value "$@"; STUDENT_ARCH="$2"; shift 2 ;;
+    --seeds) require_option_value "$@"; SEEDS="$2"; shift 2 ;;
+    --baseline) BASELINE=1; shift ;;
     --steps) require_option_value "$@"; STEPS="$2"; shift 2 ;;
     --attention-kernel) require_option_value "$@"; KERNEL="$2"; shift 2 ;;
     --control-times) require_option_value "$@"; CONTROL_TIMES="$2"; shift 2 ;;
@@ -82,6 +91,9 @@ done
 for n in "$WARMUP" "$EMBED_DIM" "$FFN_DIM" "$HEADS" "$LAYERS" "$STEPS" "$CE_START" "$CE_WARMUP" "$FREEZE" "$MAX_UPDATE"; do
   [[ "$n" =~ ^[0-9]+$ ]] || die "numeric option expected, got '$n'"
 done
+for seed in $SEEDS; do
+  [[ "$seed" =~ ^[1-9][0-9]*$ ]] || die "--seeds takes positive whole numbers, got '$seed'"
+done
 [[ "$KERNEL" == dot || "$KERNEL" == l2 ]] || die "--attention-kernel must be dot or l2, got $KERNEL"
 [[ "$CONTROL_TIMES" == uniform || "$CONTROL_TIMES" == distance ]] \
   || die "--control-times must be uniform or distance, got $CONTROL_TIMES"
@@ -90,7 +102,9 @@ done
 
 DATA_BIN="$WORK_DIR/data-bin"
 TEACHER_DIR="$WORK_DIR/checkpoints/teacher"
-STUDENT_DIR="$WORK_DIR/checkpoints/student-$STUDENT_ARCH-$KERNEL-$CONTROL_TIMES-euler$STEPS"
+STUDENT_NAME="$STUDENT_ARCH-$KERNEL-euler$STEPS"
+student_dir() { echo "$WORK_DIR/checkpoints/student-$STUDENT_NAME-$CONTROL_TIMES-seed$1"; }
+scratch_dir() { echo "$WORK_DIR/checkpoints/scratch-$STUDENT_NAME-seed$1"; }
 SIZES=(--encoder-embed-dim "$EMBED_DIM" --decoder-embed-dim "$EMBED_DIM"
        --encoder-ffn-embed-dim "$FFN_DIM" --decoder-ffn-embed-dim "$FFN_DIM"
        --encoder-attention-heads "$HEADS" --decoder-attention-heads "$HEADS"
@@ -120,21 +134,45 @@ evaluate "$TEACHER_DIR"
 TEACHER="$TEACHER_DIR/eval-test/averaged.pt"
 require_file "$TEACHER" "the teacher's evaluation did not write its averaged checkpoint"
 
-# 3. Student: one shared stable layer per stack following the teacher's trajectory.
-"$TRANSLATION/train_bible.sh" --data-bin "$DATA_BIN" --save-dir "$STUDENT_DIR" --arch "$STUDENT_ARCH" \
-  --minutes "$STUDENT_MINUTES" --max-update "$MAX_UPDATE" --lr "$LR" --warmup "$WARMUP" \
-  -- "${SIZES[@]}" --encoder-ode-steps "$STEPS" --decoder-ode-steps "$STEPS" \
-  --attention-kernel "$KERNEL" --init-from-teacher "$TEACHER" \
-  --criterion ode_trajectory_distillation --teacher-path "$TEACHER" \
-  --control-times "$CONTROL_TIMES" --ce-start-update "$CE_START" \
-  --ce-warmup-updates "$CE_WARMUP" --freeze-interface-updates "$FREEZE"
-evaluate "$STUDENT_DIR"
+# 3. Students: one shared stable layer per stack following the teacher's trajectory; 4. with
+# --baseline, the same architecture trained from scratch on label-smoothed cross-entropy alone.
+STUDENT=(--arch "$STUDENT_ARCH" --minutes "$STUDENT_MINUTES" --max-update "$MAX_UPDATE" --lr "$LR"
+         --warmup "$WARMUP" -- "${SIZES[@]}" --encoder-ode-steps "$STEPS" --decoder-ode-steps "$STEPS"
+         --attention-kernel "$KERNEL")
+for seed in $SEEDS; do
+  "$TRANSLATION/train_bible.sh" --data-bin "$DATA_BIN" --save-dir "$(student_dir "$seed")" \
+    --seed "$seed" "${STUDENT[@]}" --init-from-teacher "$TEACHER" \
+    --criterion ode_trajectory_distillation --teacher-path "$TEACHER" \
+    --control-times "$CONTROL_TIMES" --ce-start-update "$CE_START" \
+    --ce-warmup-updates "$CE_WARMUP" --freeze-interface-updates "$FREEZE"
+  evaluate "$(student_dir "$seed")"
+  if [[ "$BASELINE" -eq 1 ]]; then
+    "$TRANSLATION/train_bible.sh" --data-bin "$DATA_BIN" --save-dir "$(scratch_dir "$seed")" \
+      --seed "$seed" "${STUDENT[@]}"
+    evaluate "$(scratch_dir "$seed")"
+  fi
+done
 
-# 4. Report.
+# 5. Report.
 echo
 echo "English→Spanish Bible test set ($(wc -l < "$WORK_DIR/raw/test.es") verses), beam 4, lenpen 0.6:"
-for dir in "$TEACHER_DIR" "$STUDENT_DIR"; do
+REPORTED=("$TEACHER_DIR")
+for seed in $SEEDS; do
+  REPORTED+=("$(student_dir "$seed")")
+  if [[ "$BASELINE" -eq 1 ]]; then REPORTED+=("$(scratch_dir "$seed")"); fi
+done
+for dir in "${REPORTED[@]}"; do
   echo "== $(basename "$dir")"
   python "$REPO_ROOT/examples/distillation/parameter_count.py" "$dir/eval-test/averaged.pt" "$DATA_BIN"
   cat "$dir/eval-test/scores.txt"
 done
+if [[ "$BASELINE" -eq 1 ]]; then
+  PAIRS=()
+  for seed in $SEEDS; do
+    PAIRS+=(--pair "$seed" "$(student_dir "$seed")/eval-test/generate-test.txt" \
+            "$(scratch_dir "$seed")/eval-test/generate-test.txt")
+  done
+  echo
+  python "$REPO_ROOT/examples/distillation/baseline_table.py" --ref "$WORK_DIR/raw/test.es" --lang es \
+    "${PAIRS[@]}"
+fi

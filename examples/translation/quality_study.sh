@@ -2,7 +2,8 @@
 # Quality study on the bundled English→Spanish Bible corpus: residual 6-6, RK2 with learned
 # coefficients 6-6, RK4 6-6 (ODE blocks in the encoder, as in the paper) and a residual 24-6 model
 # with the same layer evaluations as RK4 6-6, each trained with several seeds, then averaged,
-# decoded (beam 4) and scored; docs-ready table of mean ± standard deviation.
+# decoded (beam 4) and scored; docs-ready table of mean ± standard deviation, with each seed's
+# paired-bootstrap p-value against the residual 6-6 model of the same seed.
 # By default every configuration gets one recipe (--lr, --warmup). With --tune, each configuration's
 # peak learning rate and warmup are first tuned on the validation set (final validation NLL of the
 # first seed, training only): the peak lr over --tune-lrs at --warmup, then the warmup over
@@ -205,6 +206,6 @@ done | run_all
 for config in $CONFIGS; do link_view "$VIEW" "$config" "${BEST_LR[$config]}" "${BEST_WARMUP[$config]}"; done
 
 python "$HERE/study_table.py" --runs-dir "$WORK_DIR/$VIEW" --configs $CONFIGS --recipe "$RECIPE" \
-  > "$OUTPUT.tmp" || { rm -f "$OUTPUT.tmp"; die "could not summarise the runs"; }
+  --ref "$WORK_DIR/raw/test.es" --lang es > "$OUTPUT.tmp" || { rm -f "$OUTPUT.tmp"; die "could not summarise the runs"; }
 publish "$OUTPUT.tmp" "$OUTPUT"
 cat "$OUTPUT"

@@ -1,9 +1,12 @@
 """Summarise the runs of quality_study.sh as a Markdown table: per configuration, parameters,
 encoder layer evaluations (layers × stages of the encoder's method, read from the logged model
-configuration), sacreBLEU (13a) mean ± sample standard deviation over seeds, each seed's score,
-and the final validation NLL (bits per target token, before averaging).
+configuration), sacreBLEU (13a) mean ± sample standard deviation over seeds, the p-value of each
+seed's difference from the residual 6-6 model of the same seed (sacreBLEU's paired bootstrap,
+1000 resamples, seed 12345: ode_seq.metrics.bleu.paired_test), each seed's score, and the final
+validation NLL (bits per target token, before averaging).
 
-A run is RUNS_DIR/CONFIG/seedS with fairseq-train's train.log and eval-test/scores.json.
+A run is RUNS_DIR/CONFIG/seedS with fairseq-train's train.log and eval-test/scores.json and
+generate-test.txt; --ref holds the test references.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from ode_seq.metrics.bleu import paired_test, read_fairseq_hypotheses, read_text_lines  # noqa: E402
 from ode_seq.solvers.tableaus import get_tableau  # noqa: E402
 
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
@@ -38,6 +42,7 @@ DESCRIPTION = {
 
 @dataclass
 class Run:
+    directory: Path
     seed: int
     parameters: int
     encoder_layer_evaluations: int
@@ -70,6 +75,7 @@ def read_run(run_dir: Path) -> Optional[Run]:
                          "its eval-test and rerun")
     scores = json.loads(scores_file.read_text(encoding="utf-8"))
     return Run(
+        directory=run_dir,
         seed=int(run_dir.name.removeprefix("seed")),
         parameters=int(params.group(1).replace(",", "")),
         encoder_layer_evaluations=int(layers.group(1)) * get_tableau(method.group(1)).stages,
@@ -91,6 +97,30 @@ def mean_sd(values: Sequence[float], digits: int = 2) -> str:
 def finished_runs(runs_dir: Path, config: str) -> List[Run]:
     runs = (read_run(run_dir) for run_dir in runs_dir.glob(f"{config}/seed*"))
     return sorted((run for run in runs if run), key=lambda run: run.seed)
+
+
+def paired_p_values(by_config: Dict[str, List[Run]], baseline: str, references: List[str],
+                    lang: str) -> Dict[str, Dict[int, float]]:
+    """Per configuration and seed, the paired-bootstrap p-value of its sacreBLEU 13a against the
+    baseline's run of the same seed (every test sentence must have a hypothesis)."""
+    def hypotheses(run: Run) -> List[str]:
+        return read_fairseq_hypotheses(run.directory / "eval-test" / "generate-test.txt", len(references))
+
+    base = {run.seed: hypotheses(run) for run in by_config.get(baseline, [])}
+    p_values: Dict[str, Dict[int, float]] = {}
+    for config, runs in by_config.items():
+        for run in runs:
+            if config != baseline and run.seed in base:
+                report, _ = paired_test(hypotheses(run), base[run.seed], references, lang,
+                                        hypotheses_tokenised=True, tokenizers=("13a",))
+                p_values.setdefault(config, {})[run.seed] = report.comparisons[0].p_value
+    return p_values
+
+
+def p_value_cell(config: str, p_values: Dict[str, Dict[int, float]]) -> str:
+    if config == BASELINE:
+        return "(baseline)"
+    return ", ".join(f"{p:.3f} (seed {seed})" for seed, p in sorted(p_values.get(config, {}).items()))
 
 
 def paired_differences(by_config: Dict[str, List[Run]], baseline: str) -> List[str]:
@@ -126,26 +156,28 @@ def learning_curves(by_config: Dict[str, List[Run]]) -> List[str]:
     return lines
 
 
-def table(runs_dir: Path, configs: Sequence[str], recipe: str) -> str:
+def table(runs_dir: Path, configs: Sequence[str], recipe: str, references: List[str], lang: str = "es") -> str:
     lines = [
         f"Recipe: {recipe}",
         "",
         "| configuration | parameters | encoder layer evaluations | seeds | updates | sacreBLEU 13a, mean ± sd "
+        f"| paired bootstrap p against {DESCRIPTION[BASELINE]}, per seed "
         "| per seed | tokenised BLEU, mean ± sd | valid NLL (bits/token), mean ± sd "
         "| training minutes per run (1 thread) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     by_config = {config: finished_runs(runs_dir, config) for config in configs}
+    p_values = paired_p_values(by_config, BASELINE, references, lang)
     for config, runs in by_config.items():
         if not runs:
-            lines.append(f"| {DESCRIPTION[config]} | | | 0 | | no finished runs | | | | |")
+            lines.append(f"| {DESCRIPTION[config]} | | | 0 | | no finished runs | | | | | |")
             continue
         per_seed = ", ".join(f"{run.bleu_13a:.2f} (seed {run.seed})" for run in runs)
         lines.append(
             f"| {DESCRIPTION[config]} | {runs[0].parameters:,} | {runs[0].encoder_layer_evaluations} "
             f"| {len(runs)} "
             f"| {'/'.join(sorted({str(run.updates) for run in runs}))} "
-            f"| {mean_sd([run.bleu_13a for run in runs])} | {per_seed} "
+            f"| {mean_sd([run.bleu_13a for run in runs])} | {p_value_cell(config, p_values)} | {per_seed} "
             f"| {mean_sd([run.bleu_tokenised for run in runs])} "
             f"| {mean_sd([run.final_valid_nll for run in runs], digits=3)} "
             f"| {statistics.mean(run.training_minutes for run in runs):.1f} |")
@@ -161,11 +193,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--runs-dir", type=Path, required=True)
     parser.add_argument("--configs", nargs="+", choices=sorted(DESCRIPTION), default=list(DESCRIPTION))
     parser.add_argument("--recipe", default="", help="a line describing the training recipe")
+    parser.add_argument("--ref", type=Path, required=True, help="the test set's detokenised references")
+    parser.add_argument("--lang", default="es", help="target language (default: es, the bundled corpus)")
     args = parser.parse_args(argv)
     if not args.runs_dir.is_dir():
         parser.error(f"--runs-dir {args.runs_dir} does not exist; run quality_study.sh first")
     try:
-        sys.stdout.write(table(args.runs_dir, args.configs, args.recipe))
+        references = read_text_lines(args.ref, "reference")
+        sys.stdout.write(table(args.runs_dir, args.configs, args.recipe, references, args.lang))
     except (ValueError, KeyError, json.JSONDecodeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from fairseq import checkpoint_utils, utils
 from torch import Tensor, nn
@@ -16,15 +16,18 @@ from torch import Tensor, nn
 from ode_seq.checkpoint_files import allow_fairseq_checkpoint_types
 
 
-def load_model(path: str, data: str, user_dir: str) -> Tuple[nn.Module, object]:
-    """(model in eval mode on CPU, task); ``data`` replaces the checkpoint's stored data path."""
+def load_model(
+    path: str, data: str, user_dir: str, overrides: Optional[Dict[str, Any]] = None
+) -> Tuple[nn.Module, object]:
+    """(model in eval mode on CPU, task); ``data`` replaces the checkpoint's stored data path,
+    ``overrides`` other model options (fairseq's ``--model-overrides``)."""
     for option, value in (("--path", path), ("--data", data), ("--user-dir", user_dir)):
         if not os.path.exists(value):
             raise FileNotFoundError(f"{option} {value} does not exist")
     utils.import_user_module(argparse.Namespace(user_dir=user_dir))
     allow_fairseq_checkpoint_types()
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [path], arg_overrides={"data": data}
+        [path], arg_overrides={"data": data, **(overrides or {})}
     )
     return models[0].float().eval(), task
 

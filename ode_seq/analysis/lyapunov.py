@@ -9,10 +9,18 @@ accumulating log|diag R|. After L maps of time step dt the m exponents are
 
     λ_i = (1 / (L·dt)) Σ_l log|R_{l+1, ii}|.
 
-Token level (Tong et al., 2025, §2): for a state of T tokens, the last position j and each input
-token k carry their own Q_k propagated by the d × d block J_l^{jk} = ∂x_j^{l+1} / ∂x_k^l; token
-k's score is its largest exponent, a sensitivity of position j to token k along depth (not the
-exponent of the full system). A direction a map annihilates contributes log of the smallest
+Token level (Tong et al., 2025, §2, as their code computes it): for a state of T tokens, the last
+position j and each input token k carry their own Q_k, propagated by the tangent map
+
+    M_l^{jk} = I + ∂(Φ_l − id)_j / ∂x_k^l      (Euler, Φ_l(x) = x + dt f_l(x): I + dt ∂f_j/∂x_k)
+
+for every token k, i.e. the Jacobian block ∂x_j^{l+1}/∂x_k^l plus the identity also for k ≠ j.
+Token k's score is its largest exponent: the growth rate of a perturbation under the coupling
+∂f_j/∂x_k along depth, a sensitivity of position j to token k (not the exponent of the full
+system). Because every factor is I + O(dt), the exponents have a limit as the step count grows;
+the bare blocks ∂x_j^{l+1}/∂x_k^l (identity only for k = j, this package's earlier definition)
+are O(dt) for k ≠ j, so their exponents go like log(dt)/dt and diverge under refinement, which is
+why that definition was dropped. A direction a map annihilates contributes log of the smallest
 positive float64 instead of −∞.
 """
 from __future__ import annotations
@@ -80,6 +88,16 @@ def position_jacobians(f: Callable[[Tensor], Tensor], x: Tensor, position: int) 
     return jac.permute(1, 0, 2)
 
 
+def token_tangent_maps(f: Callable[[Tensor], Tensor], x: Tensor, position: int) -> Tensor:
+    """M^{jk} = I + ∂(f − id)_j/∂x_k for every token k (T, d, d): the Jacobian block plus the
+    identity for k ≠ j (for k = j the block already holds it)."""
+    jac = position_jacobians(f, x, position)
+    tokens, dim = x.shape
+    others = torch.ones(tokens, dtype=jac.dtype)
+    others[position] = 0
+    return jac + others[:, None, None] * torch.eye(dim, dtype=jac.dtype)
+
+
 def token_lyapunov_exponents(
     maps: Sequence[Callable[[Tensor], Tensor]],
     x0: Tensor,
@@ -87,7 +105,8 @@ def token_lyapunov_exponents(
     dt: float = 1.0,
     num_exponents: Optional[int] = None,
 ) -> TokenLyapunov:
-    """Token exponents of position ``position`` along x^{l+1} = maps[l](x^l), x^0 = x0 (T, d)."""
+    """Token exponents of position ``position`` along x^{l+1} = maps[l](x^l), x^0 = x0 (T, d),
+    with the tangent maps of :func:`token_tangent_maps`."""
     if not maps:
         raise ValueError("token Lyapunov exponents need at least one map")
     tokens, dim = x0.shape
@@ -95,7 +114,7 @@ def token_lyapunov_exponents(
     running = []
     x = x0.detach()
     for l, f in enumerate(maps):
-        accumulator.step(position_jacobians(f, x, position))
+        accumulator.step(token_tangent_maps(f, x, position))
         running.append((accumulator.log_growth / ((l + 1) * dt)).max(dim=-1).values)
         with torch.no_grad():
             x = f(x)

@@ -252,6 +252,21 @@ def plot_score_vs_steps(
     _save(fig, path)
 
 
+def plot_teacher_errors(errors: Mapping[str, Sequence[Mapping[str, float]]], path: str) -> None:
+    """Per stack: the relative error ‖X(t_ℓ) − h^ℓ‖/‖h^ℓ‖ of the student at every teacher layer."""
+    stacks = [s for s in errors if errors[s]]
+    fig, axes = _axes_grid(1, len(stacks), 4.6, 3.4)
+    for ax, stack in zip(axes[0], stacks):
+        layers = [e["layer"] for e in errors[stack]]
+        ax.bar(layers, [e["relative"] for e in errors[stack]], color="tab:blue")
+        ax.set(title=f"{stack}: student against teacher", xlabel="teacher layer ℓ (at its control time)",
+               ylabel="relative error ‖X(t_ℓ) − $h^ℓ$‖ / ‖$h^ℓ$‖")
+        ax.set_xticks(layers)
+    fig.suptitle("Trajectory distillation: per-layer error on validation data")
+    fig.tight_layout()
+    _save(fig, path)
+
+
 def spectra_points(layers: Sequence[Mapping[str, object]]) -> List[Dict[str, object]]:
     """Flatten per-head eigenvalue lists into one array per product, for :func:`plot_spectra`."""
     flat = []

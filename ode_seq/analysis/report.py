@@ -14,10 +14,11 @@ import numpy as np
 from torch import Tensor, nn
 
 from . import plots
+from .error_bounds import block_error_bounds
 from .layer_weights import stack_weights
 from .solver_counts import adaptive_blocks, nfe_against_length
 from .spectra import layer_spectra, spectrum_summary
-from .token_sensitivity import sensitivity_json, sentence_sensitivity
+from .token_sensitivity import capture_block_calls, sensitivity_json, sentence_sensitivity
 from .trajectories import record_trajectories
 
 STACKS = ("encoder", "decoder")
@@ -35,6 +36,7 @@ class AnalysisInputs:
     token_string: object
     num_exponents: Optional[int] = None
     step_scores: Optional[Dict[str, object]] = None
+    teacher_errors: Optional[Dict[str, List[Dict[str, float]]]] = None
 
 
 class Report:
@@ -75,7 +77,7 @@ def add_trajectories(report: Report, inputs: AnalysisInputs) -> None:
         return
     plots.plot_trajectory_norms(stats, report.figure("trajectory"))
     kinds = ", ".join(sorted({r.coefficients for s in STACKS for r in records[s]}))
-    learned = {s: v for s, v in stats.items() if v[0]["coefficients"] in ("gate", "free")}
+    learned = {s: v for s, v in stats.items() if v[0]["coefficients"] in ("gate", "free", "ema")}
     if learned:
         plots.plot_coefficients(learned, report.figure("coefficients"))
     else:
@@ -147,6 +149,29 @@ def add_solver_counts(report: Report, inputs: AnalysisInputs) -> None:
                     "{\"steps\": [...], \"scores\": [...], \"metric\": ...}")
 
 
+def add_error_bounds(report: Report, inputs: AnalysisInputs) -> None:
+    """Euler's global error bound and the measured error of every Euler block on the batch."""
+    net_input = inputs.batch["net_input"]
+    calls = capture_block_calls(
+        inputs.model, net_input["src_tokens"], net_input["prev_output_tokens"], net_input["src_lengths"]
+    )
+    keep = {
+        "encoder": net_input["src_tokens"].ne(inputs.pad).T,
+        "decoder": net_input["prev_output_tokens"].ne(inputs.pad).T,
+    }
+    report.data["euler_error_bounds"] = {
+        side: [block_error_bounds(call, keep[side]) for call in calls[side]] for side in STACKS
+    }
+
+
+def add_teacher_errors(report: Report, inputs: AnalysisInputs) -> None:
+    if inputs.teacher_errors is None:
+        report.skip("teacher_errors", "no teacher: pass --teacher PATH (the distillation teacher)")
+        return
+    report.data["teacher_errors"] = inputs.teacher_errors
+    plots.plot_teacher_errors(inputs.teacher_errors, report.figure("teacher_errors"))
+
+
 def write_report(inputs: AnalysisInputs, out_dir: str, header: Dict[str, object]) -> str:
     """Run every analysis, write the figures and ``report.json``; returns the JSON path."""
     report = Report(out_dir)
@@ -155,5 +180,7 @@ def write_report(inputs: AnalysisInputs, out_dir: str, header: Dict[str, object]
     add_spectra(report, inputs.model)
     add_lyapunov(report, inputs)
     add_solver_counts(report, inputs)
+    add_error_bounds(report, inputs)
+    add_teacher_errors(report, inputs)
     return report.write_json()
 

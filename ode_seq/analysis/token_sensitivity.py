@@ -38,9 +38,11 @@ class StackSensitivity:
 
 
 def capture_block_calls(
-    model: nn.Module, src_tokens: Tensor, prev_output_tokens: Tensor
+    model: nn.Module, src_tokens: Tensor, prev_output_tokens: Tensor,
+    src_lengths: Optional[Tensor] = None,
 ) -> Dict[str, List[BlockCall]]:
-    """Run the model once (batch of one) and record each layer's (layer, args, kwargs)."""
+    """Run the model once and record each layer's (layer, args, kwargs); ``src_lengths``
+    defaults to the full length of every row (a batch of one)."""
     calls: Dict[str, List[BlockCall]] = {"encoder": [], "decoder": []}
     handles = []
     for side in calls:
@@ -51,7 +53,9 @@ def capture_block_calls(
             handles.append(layer.register_forward_pre_hook(hook, with_kwargs=True))
     try:
         with torch.no_grad():
-            model(src_tokens, torch.tensor([src_tokens.size(1)]), prev_output_tokens)
+            if src_lengths is None:
+                src_lengths = torch.full((src_tokens.size(0),), src_tokens.size(1))
+            model(src_tokens, src_lengths, prev_output_tokens)
     finally:
         for handle in handles:
             handle.remove()

@@ -20,17 +20,17 @@ import torch
 from torch import Tensor, nn
 
 from ode_seq.layers.blocks import ode_blocks
-from ode_seq.solvers import AdaptiveSolver, FixedWeights, FreeWeights, SolveObserver, StageGate
+from ode_seq.solvers import AdaptiveSolver, EMAWeights, FixedWeights, FreeWeights, SolveObserver, StageGate
 
 GATE_BINS = np.linspace(0.0, 1.0, 21)
 
 
 def coefficient_kind(block: nn.Module) -> str:
-    """'gate' (per-token learned weights), 'free' (learned scalars), 'fixed' (tableau b) or
-    'adaptive' (an embedded pair's own weights)."""
+    """'gate' (per-token learned weights), 'free' (learned scalars), 'ema' (PCformer's learned
+    β), 'fixed' (tableau b) or 'adaptive' (an embedded pair's own weights)."""
     if isinstance(block.solver, AdaptiveSolver):
         return "adaptive"
-    kinds = {StageGate: "gate", FreeWeights: "free", FixedWeights: "fixed"}
+    kinds = {StageGate: "gate", FreeWeights: "free", EMAWeights: "ema", FixedWeights: "fixed"}
     return kinds[type(block.combiner)]
 
 

@@ -3,13 +3,16 @@
     python -m ode_seq.cli.analyze --path CKPT --data DATA-BIN --out DIR
 
 Writes titled PNG figures and ``report.json`` (see :mod:`ode_seq.analysis.report`): trajectory
-statistics and gates on a validation batch, weight spectra along depth, and token-level
-Lyapunov exponents for one sentence (``--sentence``, tokenised and BPE-applied like the data;
-default: the first pair of ``--subset``).
+statistics and gates on a validation batch, weight spectra along depth, token-level Lyapunov
+exponents for one sentence (``--sentence``, tokenised and BPE-applied like the data; default:
+the first pair of ``--subset``), Euler's global error bound against the measured error of every
+Euler block, and with ``--teacher`` the per-layer error of a distilled student against its
+teacher. ``--model-overrides`` analyses the model with other options, e.g. another step count.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import logging
 import os
 import sys
@@ -28,6 +31,9 @@ from ode_seq.analysis.report import AnalysisInputs, write_report
 from ode_seq.analysis.solver_counts import read_step_scores
 from ode_seq.analysis.token_sensitivity import greedy_target
 from ode_seq.output_files import check_output_directory
+from ode_seq.models.criteria.trajectory_loss import CONTROL_TIME_MODES
+from ode_seq.models.teacher import load_teacher
+from ode_seq.models.trajectory_errors import trajectory_errors
 
 DEFAULT_USER_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "user_dir"
@@ -53,7 +59,22 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="exponents per token (default: all, the model width)")
     parser.add_argument("--step-scores", metavar="FILE",
                         help="JSON {steps, scores, metric} measured at several step counts")
+    parser.add_argument("--model-overrides", default="{}", metavar="DICT",
+                        help="model options to change, as fairseq's --model-overrides, e.g. "
+                        "\"{'encoder_ode_steps': 12, 'decoder_ode_steps': 12}\"")
+    parser.add_argument("--teacher", metavar="PATH", help="the pre-norm fairseq transformer a "
+                        "student was distilled from: report its per-layer error against it")
+    parser.add_argument("--control-times", choices=CONTROL_TIME_MODES, default="distance",
+                        help="control times of the teacher layers, as in training (default: distance)")
+    parser.add_argument("--control-time-temperature", type=float, default=30.0,
+                        help="temperature of distance control times, as in training (default: 30)")
     args = parser.parse_args(argv)
+    try:
+        args.model_overrides = ast.literal_eval(args.model_overrides)
+    except (ValueError, SyntaxError):
+        args.model_overrides = None
+    if not isinstance(args.model_overrides, dict):
+        parser.error("--model-overrides must be a Python dict literal, e.g. \"{'encoder_ode_steps': 12}\"")
     if args.max_sentences < 1:
         parser.error(f"--max-sentences must be at least 1, got {args.max_sentences}")
     if args.lyapunov_exponents is not None and args.lyapunov_exponents < 1:
@@ -70,12 +91,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         check_output_directory(args.out, "--out")
         step_scores = read_step_scores(args.step_scores) if args.step_scores else None
-        model, task = load_model(args.path, args.data, args.user_dir)
+        model, task = load_model(args.path, args.data, args.user_dir, args.model_overrides)
         width = min(model.encoder.embed_tokens.embedding_dim, model.decoder.embed_tokens.embedding_dim)
         if args.lyapunov_exponents is not None and args.lyapunov_exponents > width:
             raise ValueError(f"--lyapunov-exponents {args.lyapunov_exponents} exceeds the model "
                              f"width {width}: ask for at most {width} (or leave it out for all)")
         batch = validation_batch(task, args.subset, args.max_sentences)
+        teacher_errors = None
+        if args.teacher:
+            teacher_errors = trajectory_errors(
+                model, load_teacher(args.teacher, task).float(), batch["net_input"],
+                task.source_dictionary.pad(), task.target_dictionary.pad(),
+                args.control_times, args.control_time_temperature,
+            )
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -102,9 +130,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         token_string=token_namer(task),
         num_exponents=args.lyapunov_exponents,
         step_scores=step_scores,
+        teacher_errors=teacher_errors,
     )
     header = {
         "checkpoint": os.path.abspath(args.path),
+        "model_overrides": args.model_overrides,
         "parameters": parameter_count(model),
         "subset": args.subset,
         "batch_sentences": int(batch["nsentences"]),

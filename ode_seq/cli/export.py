@@ -1,25 +1,31 @@
-"""Export a non-autonomous ODE Transformer at any step count as a plain fairseq ``transformer``.
+"""Export a model as a plain fairseq ``transformer`` checkpoint:
 
-Step n of an Euler block with weights θ(τ_n) and step size h is the pre-norm layer with weights
-θ(τ_n) whose output projections (self-attention, cross-attention, fc2) are scaled by h
-(:mod:`ode_seq.layers.time_dependent`). The checkpoint written holds only tensors and plain
-containers, so fairseq-generate loads it without this plugin and with safe loading on.
+- a non-autonomous ODE Transformer at any step count. Step n of an Euler block with weights
+  θ(τ_n) and step size h is the pre-norm layer with weights θ(τ_n) whose output projections
+  (self-attention, cross-attention, fc2) are scaled by h (:mod:`ode_seq.layers.time_dependent`);
+- a ``lora_transformer`` (step-count adaptation's LoRA fine-tuning) with its adapters merged,
+  W ← W + (α/r)·B A (:mod:`ode_seq.models.lora`).
+
+The checkpoint written holds only tensors and plain containers, so fairseq-generate loads it
+without this plugin and with safe loading on.
 
     python -m ode_seq.cli.export --path ckpt.pt --encoder-steps 12 --decoder-steps 12 --output plain.pt
+    python -m ode_seq.cli.export --path lora/checkpoint_last.pt --output plain.pt
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from fairseq import checkpoint_utils
 
 from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, verify_checkpoint_file
 from ode_seq.fairseq_fixes import apply_fixes
-from ode_seq.models import NonAutonomousODETransformerModel
+from ode_seq.models import LoRATransformerModel, NonAutonomousODETransformerModel
+from ode_seq.models.lora import merge_adapters
 from ode_seq.output_files import check_output_file, same_file
 
 SCALED_BY_STEP = ("self_attn.out_proj.", "encoder_attn.out_proj.", "fc2.")
@@ -48,19 +54,34 @@ def discrete_state_dict(model) -> Dict[str, torch.Tensor]:
 
 
 def transformer_model_config(args, encoder_steps: int, decoder_steps: int) -> dict:
-    config = {k: v for k, v in vars(args).items() if not k.startswith(("time_", "ode_")) and "_ode_" not in k}
+    config = {
+        k: v for k, v in vars(args).items()
+        if not k.startswith(("time_", "ode_", "lora_")) and "_ode_" not in k
+    }
     config.update(
         _name="transformer", arch="transformer", encoder_layers=encoder_steps,
-        decoder_layers=decoder_steps, encoder_normalize_before=True, decoder_normalize_before=True,
+        decoder_layers=decoder_steps,
     )
     return config
 
 
+def plain_state_dict(model, path: str, arch: str) -> Tuple[Dict[str, torch.Tensor], Tuple[int, int]]:
+    """(state dict of the equivalent fairseq ``transformer``, its encoder and decoder layers)."""
+    if isinstance(model, NonAutonomousODETransformerModel):
+        steps = (model.encoder.layers[0].solver.steps, model.decoder.layers[0].solver.steps)
+        return discrete_state_dict(model), steps
+    if isinstance(model, LoRATransformerModel):
+        return merge_adapters(model).state_dict(), (len(model.encoder.layers), len(model.decoder.layers))
+    raise ValueError(
+        f"{path} holds a {arch} model; export needs ode_transformer_nonauto or lora_transformer"
+    )
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ode_seq.cli.export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--path", required=True, help="checkpoint of an ode_transformer_nonauto model")
-    p.add_argument("--encoder-steps", type=int, help="Euler steps (layers) of the encoder (default: trained)")
-    p.add_argument("--decoder-steps", type=int, help="Euler steps (layers) of the decoder (default: trained)")
+    p.add_argument("--path", required=True, help="checkpoint of an ode_transformer_nonauto or lora_transformer model")
+    p.add_argument("--encoder-steps", type=int, help="Euler steps (layers) of a non-autonomous encoder (default: trained)")
+    p.add_argument("--decoder-steps", type=int, help="Euler steps (layers) of a non-autonomous decoder (default: trained)")
     p.add_argument("--output", required=True, help="fairseq transformer checkpoint to write")
     args = p.parse_args(argv)
     overrides = {}
@@ -79,14 +100,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise ValueError(f"checkpoint not found: {args.path}")
         verify_checkpoint_file(args.path)
         (model,), cfg, _ = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
-        if not isinstance(model, NonAutonomousODETransformerModel):
-            raise ValueError(f"{args.path} holds a {cfg.model.arch} model; export needs ode_transformer_nonauto")
-        state_dict = discrete_state_dict(model.eval())
+        if overrides and not isinstance(model, NonAutonomousODETransformerModel):
+            raise ValueError("--encoder-steps and --decoder-steps apply to ode_transformer_nonauto models")
+        state_dict, steps = plain_state_dict(model.eval(), args.path, cfg.model.arch)
     except ValueError as error:
         print(f"export: error: {error}", file=sys.stderr)
         return 1
     state = load_checkpoint(args.path)
-    steps = (model.encoder.layers[0].solver.steps, model.decoder.layers[0].solver.steps)
     state["model"] = state_dict
     state["cfg"]["model"] = transformer_model_config(cfg.model, *steps)
     state["cfg"]["common"]["user_dir"] = None

@@ -4,7 +4,9 @@
 
 A block integrates the field F of its layer (:mod:`.fields`) over [0, T] with its solver
 (:mod:`ode_seq.solvers`): the ODE Transformer block is one step over [0, 1], a weight-shared
-group of k layers is N steps over [0, k], an encoder block may solve adaptively.
+group of k layers is N steps over [0, k], an encoder block may solve adaptively. With scope
+``sublayer`` (RK-sublayer) each step updates the sublayers one after the other, each by the
+method on its own field (:mod:`.sublayers`); ``block`` (RK-block, the default) integrates F.
 
 A block *is* fairseq's layer (a subclass), so it keeps the layer's call signature and parameter
 names: fairseq's encoder/decoder loops run it unchanged and a vanilla pre-norm checkpoint loads
@@ -17,7 +19,7 @@ from __future__ import annotations
 import collections
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import torch
 from fairseq.incremental_decoding_utils import with_incremental_state
@@ -37,12 +39,14 @@ from ode_seq.solvers import (
     ObserverGroup,
     SolveObserver,
     Solver,
+    SplitField,
     VectorField,
 )
 
 from .fields import LayerField
 from .kind import LayerKind
 from .stage_caches import IncrementalState, reorder_stage_states, stage_state
+from .sublayers import check_sublayer_layer, decoder_sublayers, encoder_sublayers
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +59,14 @@ class BlockSpec:
     becomes the block's ``combiner``); ``field_form``: see :mod:`.fields`;
     ``relative_positions``: Shaw keys clipped at ±K (0 = off); ``check_finite``: report a
     non-finite stage output; ``name``: how messages call the block; ``options``: the layer kind's
-    options (an instance of its ``options_class``).
+    options (an instance of its ``options_class``); ``scope``: ``block`` (one Runge–Kutta update
+    of the whole layer's F) or ``sublayer`` (one per sublayer, :mod:`.sublayers`; a fixed grid and
+    the residual-branch field; the block's output weights serve every sublayer).
     """
 
     solver: Solver
     field_form: str = "residual-branch"
+    scope: str = "block"
     relative_positions: int = 0
     check_finite: bool = False
     name: str = "ODE block"
@@ -107,6 +114,8 @@ class ODEBlock(LayerKind, LayerField):
         self.check_layer_options(cfg)
         super().__init__(cfg, **layer_options)
         self.solver = spec.solver
+        if spec.scope == "sublayer":
+            check_sublayer_layer(self, cfg)
         combine = getattr(spec.solver, "combine", None)
         if isinstance(combine, nn.Module):
             self.combiner = combine
@@ -116,6 +125,19 @@ class ODEBlock(LayerKind, LayerField):
         if isinstance(spec.solver, AdaptiveSolver):
             self.register_observer(LoggedEvaluations(f"{self.side}_nfe"))
         self.finish_layer(cfg)
+
+    def _timed(
+        self,
+        sublayer: Callable[[Tensor, Optional[IncrementalState]], Tensor],
+        state: Callable[[int, int], Optional[IncrementalState]],
+    ) -> VectorField:
+        """The field of one sublayer at solver time t, with the cache ``state(step, stage)``."""
+
+        def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
+            self.at_time(t)
+            return sublayer(z, state(step, stage))
+
+        return field
 
     def register_observer(self, observer: SolveObserver) -> RemovableHandle:
         """Let ``observer`` see every solve of this block until the handle is removed."""
@@ -127,8 +149,9 @@ class ODEBlock(LayerKind, LayerField):
         """The registered observers as one, or None."""
         return ObserverGroup(self._observers.values()) if self._observers else None
 
-    def vector_field(self, *args: Any, **kwargs: Any) -> VectorField:
-        """F(t, z, step, stage) for the other inputs of ``forward(x, *args, **kwargs)``."""
+    def vector_field(self, *args: Any, **kwargs: Any) -> Union[VectorField, SplitField]:
+        """F(t, z, step, stage) for the other inputs of ``forward(x, *args, **kwargs)``; with
+        scope ``sublayer`` the split field of the sublayers."""
         raise NotImplementedError
 
     def step_map(self, step: int, *args: Any, **kwargs: Any) -> Callable[[Tensor], Tensor]:
@@ -157,7 +180,11 @@ class EncoderBlock(ODEBlock, TransformerEncoderLayerBase):
 
     def vector_field(
         self, encoder_padding_mask: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None
-    ) -> VectorField:
+    ) -> Union[VectorField, SplitField]:
+        if self.spec.scope == "sublayer":
+            sublayers = encoder_sublayers(self, encoder_padding_mask, attn_mask)
+            return SplitField(tuple(self._timed(f, lambda step, stage: None) for f in sublayers))
+
         def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
             self.at_time(t)
             return self.field(z, encoder_padding_mask, attn_mask)
@@ -211,7 +238,7 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
         prev_attn_state: Optional[List[Tensor]] = None,
         attentions: Optional[List[Tensor]] = None,
         **layer_inputs: Any,
-    ) -> VectorField:
+    ) -> Union[VectorField, SplitField]:
         """F at (step, stage) with that stage's cache; appends each attention to ``attentions``."""
         if prev_self_attn_state is not None or prev_attn_state is not None:
             raise ValueError(
@@ -219,14 +246,23 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
             )
         shared = self.encoder_attn if self.share_cross_attention else None
 
+        def state(step: int, stage: int) -> Optional[IncrementalState]:
+            if incremental_state is None:
+                return None
+            return stage_state(self, incremental_state, step, stage, shared)
+
+        if self.spec.scope == "sublayer":
+            sublayers = decoder_sublayers(
+                self, encoder_out, encoder_padding_mask,
+                attentions if attentions is not None else [], **layer_inputs,
+            )
+            return SplitField(tuple(self._timed(f, state) for f in sublayers))
+
         def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
             self.at_time(t)
-            state = None
-            if incremental_state is not None:
-                state = stage_state(self, incremental_state, step, stage, shared)
             k, attn = self.field(
                 z, encoder_out=encoder_out, encoder_padding_mask=encoder_padding_mask,
-                incremental_state=state, **layer_inputs,
+                incremental_state=state(step, stage), **layer_inputs,
             )
             if attn is not None and attentions is not None:
                 attentions.append(attn)

@@ -23,7 +23,7 @@ from ode_seq.solvers import ButcherTableau
 
 from .blocks import register_layer_kind
 from .kind import LayerKind
-from .time_weights import TIME_FORMS, TimeDependentWeights, TimeEmbedding
+from .time_weights import TIME_FORMS, TIME_NETWORKS, TimeDependentWeights, TimeEmbedding
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,10 @@ class TimeConfig:
         choices=TIME_FORMS,
     )
     rank: int = option(8, "rank r of the low-rank form", metavar="R")
+    network: str = option(
+        "per-block", "time networks e(tau): per-block (one MLP for all of a layer's weights) or "
+        "per-weight (one MLP per Linear and LayerNorm, as the official code)", choices=TIME_NETWORKS,
+    )
 
     def validate(self) -> None:
         if min(self.embed_dim, self.features, self.hidden_dim, self.rank) < 1:
@@ -46,6 +50,7 @@ class TimeConfig:
                 "--time-embed-dim, --time-features, --time-hidden-dim and --time-rank must be positive"
             )
         check_choice("--time-weights", self.weights, TIME_FORMS)
+        check_choice("--time-network", self.network, TIME_NETWORKS)
 
 
 def _owner(root: nn.Module, name: str, create: bool = False) -> Tuple[nn.Module, str]:
@@ -86,8 +91,13 @@ class TimeDependentLayer(LayerKind):
         for name, p in own:
             module, leaf = _owner(template, name, create=True)
             setattr(module, leaf, nn.Parameter(p.detach().clone()))
-        self.time_embedding = TimeEmbedding(time.features, time.hidden_dim, time.embed_dim)
-        self.theta = TimeDependentWeights(template, time.embed_dim, time.weights, time.rank)
+        network = (time.features, time.hidden_dim, time.embed_dim)
+        if time.network == "per-block":
+            self.time_embedding = TimeEmbedding(*network)
+        self.theta = TimeDependentWeights(
+            template, time.embed_dim, time.weights, time.rank,
+            networks=network if time.network == "per-weight" else None,
+        )
         for name, p in own:
             module, leaf = _owner(self, name)
             del module._parameters[leaf]
@@ -96,7 +106,7 @@ class TimeDependentLayer(LayerKind):
 
     def weights_at(self, tau: float) -> Dict[str, Tensor]:
         """θ(τ) for every parameter name of the layer."""
-        return self.theta.at(tau, self.time_embedding)
+        return self.theta.at(tau, getattr(self, "time_embedding", None))
 
     def at_time(self, t: float) -> None:
         for name, value in self.weights_at(t / self.solver.interval).items():

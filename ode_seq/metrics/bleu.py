@@ -11,8 +11,13 @@ smoothing, as multi-bleu.perl does:
 p_n the clipped n-gram precision, c the hypothesis and r the reference length in tokens.
 Detokenised BLEU is sacreBLEU's, reported with its signature for `tokenize=13a` and `intl`.
 
+With ``--paired BASELINE_HYP`` each of the three BLEU scores of HYP is compared with the baseline's
+by sacreBLEU's own paired bootstrap (``sacrebleu.significance.PairedTest``, test type ``bs``: the
+test, confidence intervals and p-value of ``ode_seq.metrics.paired_bootstrap``).
+
 Command line (`examples/translation/score.sh` wraps it):
     python -m ode_seq.metrics.bleu --hyp HYP --ref REF --lang de [--hyp-format fairseq]
+        [--paired BASELINE_HYP [--paired-samples 1000] [--paired-seed 12345]] [--json OUT]
 Inputs are validated before anything is scored or written; see `BleuInputError`.
 """
 from __future__ import annotations
@@ -29,19 +34,25 @@ from typing import Sequence
 
 from sacrebleu.metrics import BLEU
 from sacrebleu.metrics.bleu import BLEUScore
+from sacrebleu.significance import PairedTest, Result
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
 from ode_seq.output_files import check_output_file
+from .paired_bootstrap import (
+    DEFAULT_SAMPLES, DEFAULT_SEED, Comparison, Estimate, PairedInputError, PairedReport,
+    add_paired_arguments, check_same_length,
+)
 
 COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
 AGGRESSIVE_DASH = "@-@"
 SPLIT_HYPHEN = "##AT##-##AT##"
 FAIRSEQ_LINE = re.compile(r"^(?P<field>[A-Z])-(?P<id>\d+)\t")
 DETOKENISED_TOKENIZERS = ("13a", "intl")
+TOKENISED_METRIC = "tokenised BLEU"
 MAX_IDS_IN_MESSAGE = 20
 
 
-class BleuInputError(ValueError):
+class BleuInputError(PairedInputError):
     """A hypothesis or reference file that cannot be scored; the message names file and fix."""
 
 
@@ -102,27 +113,34 @@ def moses_unescape(lines: Sequence[str], lang: str) -> list[str]:
     return [detokenizer.unescape_xml(line) for line in lines]
 
 
+def tokenised_metric() -> BLEU:
+    """Unsmoothed corpus BLEU on whitespace tokens (multi-bleu.perl), for compound-split text."""
+    return BLEU(tokenize="none", smooth_method="none", force=True)
+
+
 def tokenised_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BLEUScore:
     """Unsmoothed corpus BLEU on whitespace tokens after compound splitting (multi-bleu.perl)."""
-    metric = BLEU(tokenize="none", smooth_method="none", force=True)
-    return metric.corpus_score([compound_split(h) for h in hypotheses],
-                               [[compound_split(r) for r in references]])
+    return tokenised_metric().corpus_score([compound_split(h) for h in hypotheses],
+                                           [[compound_split(r) for r in references]])
+
+
+def both_forms(hypotheses: Sequence[str], lang: str, tokenised: bool) -> tuple[list[str], list[str]]:
+    """(Moses-tokenised, detokenised) hypotheses.
+
+    Tokenised hypotheses (XML escapes allowed) are unescaped for tokenised BLEU and detokenised
+    for sacreBLEU; plain ones are tokenised like the references.
+    """
+    if tokenised:
+        return moses_unescape(hypotheses, lang), moses_detokenise(hypotheses, lang)
+    return moses_tokenise(hypotheses, lang), list(hypotheses)
 
 
 def score(hypotheses: Sequence[str], references: Sequence[str], lang: str,
           hypotheses_tokenised: bool = False) -> BleuReport:
-    """Score hypotheses against detokenised references.
-
-    With hypotheses_tokenised the hypotheses are Moses-tokenised (XML escapes allowed): they are
-    unescaped for tokenised BLEU and detokenised for sacreBLEU; otherwise they are tokenised like
-    the references.
-    """
+    """Score hypotheses against detokenised references (see `both_forms`)."""
     if len(hypotheses) != len(references):
         raise BleuInputError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    if hypotheses_tokenised:
-        tokenised_hyps, plain_hyps = moses_unescape(hypotheses, lang), moses_detokenise(hypotheses, lang)
-    else:
-        tokenised_hyps, plain_hyps = moses_tokenise(hypotheses, lang), list(hypotheses)
+    tokenised_hyps, plain_hyps = both_forms(hypotheses, lang, hypotheses_tokenised)
     detokenised, signatures = {}, {}
     for name in DETOKENISED_TOKENIZERS:
         metric = BLEU(tokenize=name)
@@ -130,6 +148,61 @@ def score(hypotheses: Sequence[str], references: Sequence[str], lang: str,
         signatures[name] = str(metric.get_signature())
     return BleuReport(tokenised_bleu(tokenised_hyps, moses_tokenise(references, lang)),
                       detokenised, signatures)
+
+
+def sacrebleu_paired_bs(metric: BLEU, hypotheses: Sequence[str], baseline: Sequence[str],
+                        references: Sequence[str], n_samples: int, seed: int) -> tuple[Result, Result, str]:
+    """sacreBLEU's paired bootstrap: (system result, baseline result, signature with bs and seed).
+
+    PairedTest reads its seed from the environment variable SACREBLEU_SEED when it is built.
+    """
+    previous = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = str(seed)
+    try:
+        test = PairedTest([("baseline", list(baseline)), ("system", list(hypotheses))], {"BLEU": metric},
+                          [list(references)], test_type="bs", n_samples=n_samples)
+    finally:
+        if previous is None:
+            del os.environ["SACREBLEU_SEED"]
+        else:
+            os.environ["SACREBLEU_SEED"] = previous
+    signatures, results = test()
+    (name,) = signatures
+    baseline_result, system_result = results[name]
+    return system_result, baseline_result, str(signatures[name])
+
+
+def _comparison(metric: str, system: Result, baseline: Result, identical: bool) -> Comparison:
+    """Our Comparison from sacreBLEU's results; identical outputs get p = 1 (see paired_bootstrap)."""
+    return Comparison(metric, Estimate(float(system.score), float(system.mean), float(system.ci)),
+                      Estimate(float(baseline.score), float(baseline.mean), float(baseline.ci)),
+                      1.0 if identical else float(system.p_value))
+
+
+def paired_test(hypotheses: Sequence[str], baseline: Sequence[str], references: Sequence[str], lang: str,
+                hypotheses_tokenised: bool = False, n_samples: int = DEFAULT_SAMPLES,
+                seed: int = DEFAULT_SEED, names: tuple[str, str] = ("system", "baseline"),
+                tokenizers: Sequence[str] = (TOKENISED_METRIC, *DETOKENISED_TOKENIZERS),
+                ) -> tuple[PairedReport, dict[str, str]]:
+    """sacreBLEU's paired bootstrap of hypotheses against a baseline for each BLEU of `score`
+    (`tokenizers` picks them), with the signatures; both outputs are prepared as in `score`."""
+    check_same_length(hypotheses, baseline, names[0], names[1])
+    check_same_length(hypotheses, references, names[0], "references")
+    system_forms = both_forms(hypotheses, lang, hypotheses_tokenised)
+    baseline_forms = both_forms(baseline, lang, hypotheses_tokenised)
+    comparisons, signatures = [], {}
+    for name in tokenizers:
+        if name == TOKENISED_METRIC:
+            split = [[compound_split(line) for line in lines] for lines in
+                     (system_forms[0], baseline_forms[0], moses_tokenise(references, lang))]
+            system, base, signature = sacrebleu_paired_bs(tokenised_metric(), *split, n_samples, seed)
+        else:
+            system, base, signature = sacrebleu_paired_bs(
+                BLEU(tokenize=name), system_forms[1], baseline_forms[1], references, n_samples, seed)
+            name = f"sacreBLEU {name}"
+        comparisons.append(_comparison(name, system, base, list(hypotheses) == list(baseline)))
+        signatures[name] = signature
+    return PairedReport(comparisons, n_samples, seed, *names), signatures
 
 
 def read_text_lines(path: Path, role: str, allow_empty: bool = False) -> list[str]:
@@ -204,6 +277,17 @@ def write_json_atomically(path: Path, payload: dict[str, object]) -> None:
         raise
 
 
+def read_hypotheses(path: Path, role: str, references: list[str], args: argparse.Namespace) -> list[str]:
+    """One hypothesis per reference, from a plain file or from fairseq-generate output."""
+    if args.hyp_format == "fairseq":
+        return read_fairseq_hypotheses(path, len(references), args.fairseq_field)
+    hypotheses = read_text_lines(path, role)
+    if len(hypotheses) != len(references):
+        raise BleuInputError(f"{role} file {path} has {len(hypotheses)} lines but "
+                             f"reference file {args.ref} has {len(references)}")
+    return hypotheses
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Tokenised (compound-split) BLEU and sacreBLEU.")
     parser.add_argument("--hyp", type=Path, required=True, help="hypotheses, one per line, or "
@@ -216,25 +300,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hyp-tokenized", action="store_true",
                         help="hypotheses are Moses-tokenised (e.g. H- lines after --remove-bpe)")
     parser.add_argument("--json", type=Path, help="also write the scores here (atomically)")
+    add_paired_arguments(parser)
     args = parser.parse_args(argv)
     try:
         if args.json:
             check_output_file(str(args.json), "--json", make_directory=True)
         references = read_text_lines(args.ref, "reference")
-        if args.hyp_format == "fairseq":
-            hypotheses = read_fairseq_hypotheses(args.hyp, len(references), args.fairseq_field)
-        else:
-            hypotheses = read_text_lines(args.hyp, "hypothesis")
-            if len(hypotheses) != len(references):
-                raise BleuInputError(f"hypothesis file {args.hyp} has {len(hypotheses)} lines but "
-                                     f"reference file {args.ref} has {len(references)}")
+        hypotheses = read_hypotheses(args.hyp, "hypothesis", references, args)
         report = score(hypotheses, references, args.lang, args.hyp_tokenized)
+        if args.paired:
+            baseline = read_hypotheses(Path(args.paired), "baseline hypothesis", references, args)
+            paired, signatures = paired_test(hypotheses, baseline, references, args.lang,
+                                             args.hyp_tokenized, args.paired_samples, args.paired_seed,
+                                             (str(args.hyp), args.paired))
     except (BleuInputError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print("\n".join(report.lines()))
+    payload = report.as_dict()
+    if args.paired:
+        print("\n".join(["", *paired.lines(), *(f"  {name} signature: {signature}"
+                                                 for name, signature in signatures.items())]))
+        payload["paired"] = {**paired.as_dict(), "signatures": signatures}
     if args.json:
-        write_json_atomically(args.json, report.as_dict())
+        write_json_atomically(args.json, payload)
     return 0
 
 

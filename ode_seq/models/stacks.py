@@ -71,6 +71,7 @@ class BlockBuilder:
         spec = BlockSpec(
             self.solver(getattr(cfg, self.side).embed_dim),
             field_form=self.ode.field,
+            scope=self.ode.scope,
             relative_positions=self.stack.relative_positions,
             check_finite=self.ode.check_finite,
             name=f"{self.side} block {self.built}",

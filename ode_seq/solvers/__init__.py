@@ -9,8 +9,8 @@ Output weights of a step, fixed or learned, are :mod:`.coefficients`. Nothing he
 from typing import Union
 
 from .adaptive import ADAPTIVE_METHODS, AdaptiveMethod, AdaptiveSolveError, AdaptiveSolver
-from .coefficients import COEFFICIENT_MODES, FixedWeights, FreeWeights, StageGate, build_combiner
-from .fixed_grid import FixedGridSolver, VectorField, weighted_sum
+from .coefficients import COEFFICIENT_MODES, EMAWeights, FixedWeights, FreeWeights, StageGate, build_combiner
+from .fixed_grid import FixedGridSolver, SplitField, VectorField, weighted_sum
 from .observers import EvaluationCounter, ObserverGroup, SolveObserver
 from .tableaus import TABLEAUS, ButcherTableau, get_tableau
 
@@ -23,6 +23,7 @@ __all__ = [
     "AdaptiveSolver",
     "ButcherTableau",
     "COEFFICIENT_MODES",
+    "EMAWeights",
     "EvaluationCounter",
     "FixedGridSolver",
     "FixedWeights",
@@ -30,6 +31,7 @@ __all__ = [
     "ObserverGroup",
     "SolveObserver",
     "Solver",
+    "SplitField",
     "StageGate",
     "TABLEAUS",
     "VectorField",

@@ -10,6 +10,10 @@ solver's ``combine``; the same module weights every step of a block):
 - ``learned-shared``: the same gate, one module shared by every block of a stack (public code).
 - ``free``: free scalars w initialised to the tableau's b.
 - ``free-ones``: free scalars w initialised to 1 (the paper's "initialization" ablation).
+- ``ema``: PCformer's exponential-moving-average weights (Li et al., 2024),
+  w_i = β(1−β)^{s−i} for i = 1 … s, one trainable β per block initialised to 0.5 (s = 2: ¼, ½;
+  s = 4: 1/16, 1/8, ¼, ½). They sum to 1 − (1−β)^s, not 1: the step is not a consistent
+  Runge–Kutta step unless β = 1 (then only the last stage counts).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from torch import Tensor, nn
 from .fixed_grid import weighted_sum
 from .tableaus import ButcherTableau
 
-COEFFICIENT_MODES = ("fixed", "learned", "learned-shared", "free", "free-ones")
+COEFFICIENT_MODES = ("fixed", "learned", "learned-shared", "free", "free-ones", "ema")
 GATED_MODES = ("learned", "learned-shared")
 
 
@@ -51,6 +55,23 @@ class FreeWeights(nn.Module):
 
     def weights(self, ks: Sequence[Tensor]) -> Tensor:
         return self.w.detach()
+
+
+class EMAWeights(nn.Module):
+    """Σ_i w_i k_i with w_i = β(1−β)^{s−i}, β trainable (initialised to 0.5)."""
+
+    def __init__(self, stages: int, beta: float = 0.5) -> None:
+        super().__init__()
+        self.register_buffer("powers", torch.arange(stages - 1, -1, -1, dtype=torch.float32), persistent=False)
+        self.beta = nn.Parameter(torch.tensor(beta))
+
+    def weights(self, ks: Sequence[Tensor]) -> Tensor:
+        """w (s,): β(1−β)^{s−i} for i = 1 … s."""
+        return self.beta * (1 - self.beta) ** self.powers
+
+    def forward(self, ks: Sequence[Tensor]) -> Tensor:
+        w = self.weights(ks).to(ks[0].dtype)
+        return sum(w[i] * k for i, k in enumerate(ks))
 
 
 class StageGate(nn.Module):
@@ -88,6 +109,8 @@ def build_combiner(mode: str, tableau: ButcherTableau, embed_dim: int) -> nn.Mod
         return FreeWeights(tableau.b)
     if mode == "free-ones":
         return FreeWeights([1.0] * tableau.stages)
+    if mode == "ema":
+        return EMAWeights(tableau.stages)
     if mode in GATED_MODES:
         return StageGate(tableau.stages, embed_dim)
     raise ValueError(f"unknown coefficient mode {mode!r}; choose one of: {', '.join(COEFFICIENT_MODES)}")

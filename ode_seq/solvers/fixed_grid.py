@@ -14,11 +14,16 @@ is given its own ``nodes``: the non-autonomous Transformer of Tong et al. evalua
 single stage at the right end of its step, nodes = (1,), so its weights at step n are θ((n+1)h).
 The field is called as ``field(t, z, step, stage)``; the indices let a causal decoder keep one
 key/value cache per (step, stage).
+
+A :class:`SplitField` F = F_1 + … + F_M is integrated by Lie–Trotter splitting: step n applies
+the method to F_1 from y_n, then to F_2 from that result, and so on (ODE Transformer's
+RK-sublayer: one Runge–Kutta update per sublayer). Each F_m is called with its own stage index
+i; observers number the evaluations of a step consecutively, stage m·s + i.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, List, Optional, Protocol, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -34,6 +39,23 @@ class VectorField(Protocol):
     """F(t, z) at stage ``stage`` of step ``step``."""
 
     def __call__(self, t: float, z: Tensor, step: int, stage: int) -> Tensor: ...
+
+
+@dataclass(frozen=True)
+class SplitField:
+    """dy/dt = Σ_m F_m(t, y), integrated one part after the other within each step."""
+
+    parts: Tuple[VectorField, ...]
+
+
+class _StageOffset(SolveObserver):
+    """Passes stage evaluations on with stage index ``offset`` + i."""
+
+    def __init__(self, observer: SolveObserver, offset: int) -> None:
+        self.observer, self.offset = observer, offset
+
+    def stage_evaluated(self, step: int, stage: int, t: float, z: Tensor, k: Tensor) -> None:
+        self.observer.stage_evaluated(step, self.offset + stage, t, z, k)
 
 
 def weighted_sum(weights: Sequence[float], ks: Sequence[Tensor]) -> Optional[Tensor]:
@@ -104,16 +126,26 @@ class FixedGridSolver:
         return ks
 
     def step(
-        self, field: VectorField, y: Tensor, step: int, observer: Optional[SolveObserver] = None
+        self,
+        field: Union[VectorField, SplitField],
+        y: Tensor,
+        step: int,
+        observer: Optional[SolveObserver] = None,
     ) -> Tensor:
-        """y_{n+1} from y_n for n = ``step``."""
+        """y_{n+1} from y_n for n = ``step`` (each part in turn for a :class:`SplitField`)."""
+        if isinstance(field, SplitField):
+            stages = self.tableau.stages
+            for m, part in enumerate(field.parts):
+                offset = None if observer is None else _StageOffset(observer, m * stages)
+                y = self.step(part, y, step, offset)
+            return y
         ks = self.stage_values(field, y, step, observer)
         increment = self.combine(ks) if self.combine is not None else weighted_sum(self.tableau.b, ks)
         return _advance(y, increment, self.step_size)
 
     def solve(
         self,
-        field: VectorField,
+        field: Union[VectorField, SplitField],
         y: Tensor,
         observer: Optional[SolveObserver] = None,
         padding_mask: Optional[Tensor] = None,

@@ -54,6 +54,25 @@ class ButcherTableau:
         return len(self.b)
 
 
+def iterated_implicit_euler(r: int) -> ButcherTableau:
+    """IIET's iterated implicit Euler (Liu et al., 2025) with r fixed-point iterations:
+
+        x⁽⁰⁾ = y + h F(y),   x⁽ⁱ⁾ = y + h F(x⁽ⁱ⁻¹⁾) (i = 1 … r),   y' = x⁽ʳ⁾,
+
+    i.e. s = r + 1 stages with a_{i,i−1} = 1, b = (0, …, 0, 1), c = (0, 1, …, 1): r + 1 field
+    evaluations, classical order 1. On y' = λy a step multiplies y by Σ_{m=0}^{r+1} (hλ)^m, the
+    truncated series of implicit Euler's 1/(1 − hλ).
+    """
+    stages = r + 1
+    return ButcherTableau(
+        f"iie{r}",
+        1,
+        a=tuple(tuple(1.0 if j == i - 1 else 0.0 for j in range(i)) for i in range(stages)),
+        b=(0.0,) * r + (1.0,),
+        c=(0.0,) + (1.0,) * r,
+    )
+
+
 TABLEAUS: Dict[str, ButcherTableau] = {
     t.name: t
     for t in (
@@ -80,6 +99,7 @@ TABLEAUS: Dict[str, ButcherTableau] = {
             b=(1 / 8, 3 / 8, 3 / 8, 1 / 8),
             c=(0.0, 1 / 3, 2 / 3, 1.0),
         ),
+        *(iterated_implicit_euler(r) for r in range(1, 5)),
     )
 }
 

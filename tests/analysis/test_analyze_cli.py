@@ -65,7 +65,11 @@ def test_learned_gate_model_gets_every_figure_and_its_numbers(reports):
     report = _report(directory)
     _check_figures(directory, report["figures"],
                    drawn=SPECTRA + ["coefficients", "gates", "score_vs_steps"],
-                   skipped=["nfe_vs_length"])
+                   skipped=["nfe_vs_length", "teacher_errors"])
+    assert "--teacher" in report["figures"]["teacher_errors"]["skipped"]
+    bounds = report["euler_error_bounds"]
+    assert "forward Euler's" in bounds["encoder"][0]["skipped"]  # heun blocks
+    assert "1 step(s)" in bounds["decoder"][0]["skipped"]  # one Euler step per decoder layer
     assert "no adaptive solver" in report["figures"]["nfe_vs_length"]["skipped"]
     encoder = report["trajectories"]["encoder"]
     assert [b["method"] for b in encoder] == ["heun", "heun"]
@@ -92,7 +96,7 @@ def test_fixed_coefficient_model_skips_gate_figures_with_a_note(reports):
     directory = reports["ode_transformer_rk4_encdec"]
     report = _report(directory)
     _check_figures(directory, report["figures"], drawn=SPECTRA,
-                   skipped=["coefficients", "gates", "nfe_vs_length", "score_vs_steps"])
+                   skipped=["coefficients", "gates", "nfe_vs_length", "score_vs_steps", "teacher_errors"])
     assert "fixed weights" in report["figures"]["coefficients"]["skipped"]
     assert report["figures"]["gates"]["skipped"] == "no learned gates (coefficients: fixed)"
     decoder = report["trajectories"]["decoder"]

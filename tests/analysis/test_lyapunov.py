@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from ode_seq.analysis.lyapunov import lyapunov_exponents, token_lyapunov_exponents
+from ode_seq.analysis.lyapunov import lyapunov_exponents, token_lyapunov_exponents, token_tangent_maps
 from ode_seq.solvers import FixedGridSolver, get_tableau
 
 
@@ -65,24 +65,35 @@ def _random_token_maps(tokens: int, dim: int, layers: int, seed: int = 0):
     return [lambda x, p=p: x + 0.5 * torch.tanh(p[0] @ x @ p[1] + p[2]) for p in params]
 
 
-def _finite_difference_exponents(maps, x0: np.ndarray, dt: float, eps: float = 1e-6) -> np.ndarray:
-    """Reference: central differences for ∂f(x)_j/∂x_k (j = last) and numpy QR."""
+def finite_difference_exponents(maps, x0: np.ndarray, dt: float, eps: float = 1e-6) -> np.ndarray:
+    """Reference, the paper's definition: Q_k ← QR((I + ∂(f − id)_j/∂x_k) Q_k) for j = last and
+    every token k, the derivative by central differences, QR by numpy."""
     tokens, dim = x0.shape
     q = np.stack([np.eye(dim) for _ in range(tokens)])
     growth = np.zeros((tokens, dim))
     x = x0.copy()
     for f in maps:
-        apply = lambda v: f(torch.from_numpy(v)).numpy()[-1]  # noqa: E731
+        increment = lambda v: f(torch.from_numpy(v)).detach().numpy()[-1] - v[-1]  # noqa: E731
         for k in range(tokens):
-            jac = np.zeros((dim, dim))
+            tangent = np.eye(dim)
             for i in range(dim):
                 step = np.zeros_like(x)
                 step[k, i] = eps
-                jac[:, i] = (apply(x + step) - apply(x - step)) / (2 * eps)
-            q[k], r = np.linalg.qr(jac @ q[k])
+                tangent[:, i] += (increment(x + step) - increment(x - step)) / (2 * eps)
+            q[k], r = np.linalg.qr(tangent @ q[k])
             growth[k] += np.log(np.abs(np.diag(r)))
-        x = f(torch.from_numpy(x)).numpy()
+        x = f(torch.from_numpy(x)).detach().numpy()
     return growth / (len(maps) * dt)
+
+
+def test_token_tangent_adds_the_identity_for_every_token_but_the_position():
+    # M^{jk} = I + ∂(f − id)_j/∂x_k: for f(X) = X + A X (tokens mixed by A) it is δ_jk I + A_jk I + I (k ≠ j).
+    a = torch.tensor([[0.5, 0.2, -0.1], [0.3, -0.4, 0.7], [0.25, -0.6, 0.15]], dtype=torch.float64)
+    x = torch.randn(3, 2, dtype=torch.float64)
+    maps = token_tangent_maps(lambda z: z + a @ z, x, position=-1)
+    for k in range(3):
+        expected = (a[2, k] + 1.0) * torch.eye(2, dtype=torch.float64)
+        torch.testing.assert_close(maps[k], expected)
 
 
 def test_token_exponents_of_random_nonlinear_maps_match_finite_differences():
@@ -90,7 +101,7 @@ def test_token_exponents_of_random_nonlinear_maps_match_finite_differences():
     maps = _random_token_maps(tokens, dim, layers=3)
     x0 = torch.randn(tokens, dim, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     result = token_lyapunov_exponents(maps, x0, position=-1, dt=1.0)
-    expected = _finite_difference_exponents(maps, x0.numpy(), dt=1.0)
+    expected = finite_difference_exponents(maps, x0.numpy(), dt=1.0)
     np.testing.assert_allclose(result.exponents, expected, rtol=1e-6, atol=1e-7)
     assert result.running_max.shape == (3, tokens)
     np.testing.assert_allclose(result.running_max[-1], expected.max(axis=1), rtol=1e-6, atol=1e-7)

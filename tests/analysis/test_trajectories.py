@@ -76,3 +76,13 @@ def test_free_weights_give_their_sum_as_effective_step_size(task):
     assert stats["coefficients"] == "free"
     assert stats["mean_weights"] == pytest.approx([0.3, 0.9])
     assert stats["effective_step_size"] == pytest.approx(1.2)
+
+
+def test_ema_weights_give_one_minus_power_of_one_minus_beta_as_effective_step_size(task):
+    # PCformer's w_i = β(1−β)^{s−i} sum to 1 − (1−β)^s: 0.9375 for RK4 at β = 0.5.
+    model = build_model("ode_transformer_rk4", task, ode_coefficients="ema").eval()
+    records = record_trajectories(model, _net_input(task), task.source_dictionary.pad())
+    stats = records["encoder"][0].statistics()
+    assert stats["coefficients"] == "ema"
+    assert stats["mean_weights"] == pytest.approx([1 / 16, 1 / 8, 1 / 4, 1 / 2])
+    assert stats["effective_step_size"] == pytest.approx(0.9375)

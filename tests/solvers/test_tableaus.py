@@ -7,7 +7,10 @@ import torch
 
 from ode_seq.solvers import TABLEAUS, ButcherTableau, FixedGridSolver, get_tableau
 
-EXPECTED_ORDERS = {"euler": 1, "midpoint": 2, "heun": 2, "ralston": 2, "rk3": 3, "rk4": 4, "rk4_38": 4}
+EXPECTED_ORDERS = {
+    "euler": 1, "midpoint": 2, "heun": 2, "ralston": 2, "rk3": 3, "rk4": 4, "rk4_38": 4,
+    "iie1": 1, "iie2": 1, "iie3": 1, "iie4": 1,
+}
 
 
 def test_every_tableau_is_consistent_and_b_sums_to_one():
@@ -57,6 +60,30 @@ def test_rk3_uses_kutta_stage_not_public_code_bug():
     expected = y + (k1 + 4 * k2 + k3) / 6
     step = FixedGridSolver(get_tableau("rk3")).step(lambda t, z, n, i: f(z), y, 0)
     assert torch.allclose(step, expected, atol=0, rtol=1e-15)
+
+
+@pytest.mark.parametrize("r", [1, 2, 3, 4])
+@pytest.mark.parametrize("h", [1.0, 0.3])
+def test_iterated_implicit_euler_is_r_fixed_point_iterations_of_implicit_euler(r, h):
+    # IIET: x(0) = y + h F(y), x(i) = y + h F(x(i-1)), y' = x(r); F nonlinear so every stage shows.
+    y = torch.tensor([0.5, -0.2], dtype=torch.float64)
+    f = lambda z: torch.sin(z) + z * z  # noqa: E731
+    x = y + h * f(y)
+    for _ in range(r):
+        x = y + h * f(x)
+    solver = FixedGridSolver(get_tableau(f"iie{r}"), steps=1, interval=h)
+    step = solver.step(lambda t, z, n, i: f(z), y, 0)
+    torch.testing.assert_close(step, x, atol=0, rtol=1e-14)
+    assert get_tableau(f"iie{r}").stages == r + 1
+
+
+@pytest.mark.parametrize("r", [1, 2, 4])
+def test_iterated_implicit_euler_on_linear_ode_is_truncated_implicit_euler_series(r):
+    # One step on y' = λy multiplies y by Σ_{m=0}^{r+1} (hλ)^m, the start of 1/(1 − hλ).
+    z = -0.4 * 0.25
+    solver = FixedGridSolver(get_tableau(f"iie{r}"), steps=1, interval=0.25)
+    y1 = solver.step(lambda t, y, n, i: -0.4 * y, torch.tensor(1.0, dtype=torch.float64), 0)
+    assert y1.item() == pytest.approx(sum(z**m for m in range(r + 2)), rel=1e-14)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """Distillation through fairseq's CLIs: teacher → student (a few updates) → decode without teacher."""
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -68,6 +69,28 @@ def test_student_decodes_with_fairseq_generate_without_the_teacher(distilled):
     finally:
         teacher.with_suffix(".moved").rename(teacher)
     assert len(re.findall(r"^H-\d+\t", out.stdout, re.M)) == 30
+
+
+def test_analysis_reports_the_students_error_per_teacher_layer_and_euler_bounds(distilled, tmp_path):
+    data_bin, teacher, student_dir, _, _ = distilled
+    run("python", [
+        "-m", "ode_seq.cli.analyze", "--path", str(student_dir / "checkpoint_last.pt"),
+        "--data", str(data_bin), "--out", str(tmp_path), "--teacher", str(teacher),
+        "--control-times", "uniform", "--max-sentences", "8",
+        "--model-overrides", "{'encoder_ode_steps': 8, 'decoder_ode_steps': 8}",
+    ])
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["model_overrides"] == {"encoder_ode_steps": 8, "decoder_ode_steps": 8}
+    assert report["figures"]["teacher_errors"] == "teacher_errors.png"
+    for stack in ("encoder", "decoder"):
+        layers = report["teacher_errors"][stack]
+        assert [e["layer"] for e in layers] == [1, 2]  # the teacher's 2 layers
+        assert [e["control_time"] for e in layers] == [1.0, 2.0] == [e["step_time"] for e in layers]
+        assert all(0 < e["relative"] < 10 and 0 < e["error"] for e in layers)
+        (bound,) = report["euler_error_bounds"][stack]
+        assert (bound["steps"], bound["step_size"], bound["reference_steps"]) == (8, 0.25, 128)
+        assert bound["sentences"] == 8 and bound["measured_error"]["max"] > 0
+        assert bound["lipschitz_weights"] > 0 and bound["bound_weights"]["max"] > 0
 
 
 @pytest.mark.parametrize("options, message", [

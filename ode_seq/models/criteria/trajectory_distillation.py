@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from ode_seq.layers.recording import SolverRecord
 
 from ..teacher import check_teacher_fits, load_teacher
+from ..trajectory_errors import teacher_layer_states
 from .jasmin_cross_entropy import JasminCriterionConfig, JasminCrossEntropyCriterion
 from .trajectory_loss import (
     CONTROL_TIME_MODES,
@@ -171,14 +172,7 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
         teacher = self.teacher
         if next(teacher.parameters()).device != device:
             teacher.to(device)
-        net_input = sample["net_input"]
-        encoder_out = teacher.encoder(
-            net_input["src_tokens"], src_lengths=net_input["src_lengths"], return_all_hiddens=True
-        )
-        _, extra = teacher.decoder(
-            net_input["prev_output_tokens"], encoder_out=encoder_out, features_only=True
-        )
-        return {"encoder": encoder_out["encoder_states"], "decoder": extra["inner_states"]}
+        return teacher_layer_states(teacher, sample["net_input"])
 
     def _stack_loss(
         self, stack: str, record: SolverRecord, states: List[Tensor], keep: Tensor, training: bool
