@@ -54,7 +54,9 @@ def test_vanilla_checkpoint_finetunes_into_learned_coefficients_with_its_weights
         vanilla, tmp_path, arch, options, initialised):
     out = finetune(vanilla, tmp_path, arch, *options)
     log = out.stdout + out.stderr
-    assert re.search(rf"the checkpoint lacks {initialised} Runge-Kutta coefficient/gate parameters", log), log[-3000:]
+    initialised_lines = re.findall(r"INFO \| ode_seq\.models\.ode_transformer \| --finetune-from-model: "
+                                   r"the checkpoint lacks (\d+) Runge-Kutta coefficient/gate parameters", log)
+    assert initialised_lines == [str(initialised)], log[-3000:]
     assert re.search(r"num_updates 1\b", log)
     before = load_checkpoint(str(vanilla[1]))["model"]
     after = load_checkpoint(str(tmp_path / "checkpoint_last.pt"))["model"]
