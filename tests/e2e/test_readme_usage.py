@@ -25,7 +25,7 @@ BIN = Path(sys.executable).parent
 # What makes the README's fairseq-train command a seconds-long test: tiny sizes, 5 one-update epochs.
 SHORT_TRAINING = [*TINY_MODEL, "--max-epoch", "5", "--seed", "1", "--num-workers", "0", "--no-progress-bar"]
 
-pytestmark = pytest.mark.skipif(
+needs_ode_seq = pytest.mark.skipif(
     not (BIN / "ode-seq").exists(), reason=f"ode-seq is not installed next to {sys.executable}: "
     "bash scripts/setup.sh installs the checkout (pip install --no-deps -e .) with its command")
 
@@ -87,6 +87,7 @@ def usage_outputs(workspace) -> Dict[str, subprocess.CompletedProcess]:
     return outputs
 
 
+@needs_ode_seq
 def test_readme_commands_train_average_generate_and_score(workspace, usage_outputs):
     assert sorted(p.name for p in (workspace / "checkpoints").glob("checkpoint?.pt")) == [
         f"checkpoint{epoch}.pt" for epoch in range(1, 6)]
@@ -96,10 +97,12 @@ def test_readme_commands_train_average_generate_and_score(workspace, usage_outpu
     assert re.search(r"^sacreBLEU 13a: +BLEU = [\d.]+ ", usage_outputs["ode-seq bleu"].stdout, re.M)
 
 
+@needs_ode_seq
 def test_readme_interactive_command_translates_the_sentence(usage_outputs):
     assert len(re.findall(r"^D-0\t", usage_outputs["fairseq-interactive data-bin"].stdout, re.M)) == 1
 
 
+@needs_ode_seq
 def test_readme_hub_example_translates_from_outside_the_repository(workspace, usage_outputs):
     (code,) = fenced_blocks("Use with fairseq's own tools", "python")
     result = shell(f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}", workspace)
