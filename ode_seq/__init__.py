@@ -4,3 +4,5 @@
 :mod:`.models` (what ``--user-dir user_dir`` registers) ← :mod:`.cli`; beside them
 :mod:`.fairseq_fixes`, :mod:`.analysis` and :mod:`.metrics`.
 """
+
+__version__ = "0.1.0"

@@ -26,8 +26,8 @@ case "$VERSION" in
     exit 1 ;;
 esac
 STAMP="$VENV/.ode-seq-requirements"
-WANT="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-fairseq.txt" "$ALIAS/pyproject.toml" \
-  "$ALIAS/en_core_web_sm/__init__.py" | sha256sum | cut -d' ' -f1)"
+WANT="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-fairseq.txt" "$ROOT/pyproject.toml" \
+  "$ALIAS/pyproject.toml" "$ALIAS/en_core_web_sm/__init__.py" | sha256sum | cut -d' ' -f1)"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x "$VENV/bin/python" ]; then
   exit 0
 fi
@@ -37,6 +37,8 @@ echo "ode-seq: installing requirements into $VENV (Python $VERSION)" >&2
 "${PIP[@]}" install -r "$ROOT/requirements.txt"
 echo "ode-seq: installing fairseq (where no wheel exists, i.e. on Python 3.13, it compiles for minutes)" >&2
 "${PIP[@]}" install --no-deps --no-build-isolation -r "$ROOT/requirements-fairseq.txt" "$ALIAS"
+echo "ode-seq: installing ode-seq itself, editable (the checkout is what runs), with its command ode-seq" >&2
+"${PIP[@]}" install --no-deps --no-build-isolation -e "$ROOT"
 "$VENV/bin/python" - <<'PY'
 import spacy, torch
 # fairseq's compiled extensions that its data loading and fairseq-generate use
@@ -44,4 +46,5 @@ import fairseq.data.data_utils_fast, fairseq.data.token_block_utils_fast, fairse
 assert torch.__version__.startswith("2.13.0"), torch.__version__
 assert spacy.util.is_package("en_core_web_sm"), "en_core_web_sm alias not installed"
 PY
+"$VENV/bin/ode-seq" user-dir >/dev/null
 echo "$WANT" > "$STAMP"

@@ -30,23 +30,21 @@ from ode_seq.analysis.checkpoint import (
 from ode_seq.analysis.report import AnalysisInputs, write_report
 from ode_seq.analysis.solver_counts import read_step_scores
 from ode_seq.analysis.token_sensitivity import greedy_target
+from ode_seq.cli.plugin_dir import plugin_directory
 from ode_seq.output_files import check_output_directory
 from ode_seq.models.criteria.trajectory_loss import CONTROL_TIME_MODES
 from ode_seq.models.teacher import load_teacher
 from ode_seq.models.trajectory_errors import trajectory_errors
 
-DEFAULT_USER_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "user_dir"
-)
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m ode_seq.cli.analyze", description=__doc__,
+def parse_args(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.analyze") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--path", required=True, help="checkpoint file")
     parser.add_argument("--data", required=True, help="fairseq data-bin directory")
     parser.add_argument("--out", required=True, help="report directory (created)")
-    parser.add_argument("--user-dir", default=DEFAULT_USER_DIR,
+    parser.add_argument("--user-dir", default=plugin_directory(),
                         help="fairseq plugin directory to import first (default: %(default)s)")
     parser.add_argument("--subset", default="valid", help="data split to analyse (default: valid)")
     parser.add_argument("--max-sentences", type=int, default=32,
@@ -85,8 +83,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
+def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.analyze") -> int:
+    args = parse_args(argv, prog)
     logging.getLogger().setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
     try:
         check_output_directory(args.out, "--out")

@@ -88,8 +88,8 @@ def average(paths: List[str]) -> Dict:
     return newest
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ode_seq.cli.average", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.average") -> int:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--inputs", nargs="+", required=True, help="checkpoint files, or one directory")
     p.add_argument("--output", required=True, help="averaged checkpoint to write")
     group = p.add_mutually_exclusive_group()

@@ -288,8 +288,8 @@ def read_hypotheses(path: Path, role: str, references: list[str], args: argparse
     return hypotheses
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Tokenised (compound-split) BLEU and sacreBLEU.")
+def main(argv: Sequence[str] | None = None, prog: str = "python -m ode_seq.metrics.bleu") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="Tokenised (compound-split) BLEU and sacreBLEU.")
     parser.add_argument("--hyp", type=Path, required=True, help="hypotheses, one per line, or "
                         "fairseq-generate output with --hyp-format fairseq")
     parser.add_argument("--ref", type=Path, required=True, help="detokenised references, one per line")

@@ -202,8 +202,8 @@ def _read_lines(path: str) -> List[str]:
     return lines
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m ode_seq.metrics.errant_score",
+def parse_args(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.errant_score") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="ERRANT span-based correction F_β of a system output.")
     parser.add_argument("--orig", required=True, help="original (source) sentences, one per line")
     parser.add_argument("--hyp", required=True, help="system corrections, one per line")
@@ -223,8 +223,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.errant_score") -> int:
+    args = parse_args(argv, prog)
     try:
         if args.hyp_m2_out:
             check_output_file(args.hyp_m2_out, "--hyp-m2-out")

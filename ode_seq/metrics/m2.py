@@ -236,8 +236,8 @@ def paired_files(hypothesis_path: str, baseline_path: str, gold_path: str, score
     return scorer.paired_test(hypotheses, baseline, sentences, n_samples, seed, (hypothesis_path, baseline_path))
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m ode_seq.metrics.m2", description=__doc__.split("\n\n")[0])
+def parse_args(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.m2") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("hypotheses", help="system output, one tokenised sentence per line")
     parser.add_argument("gold", help="M2 file with the source sentences and gold edits")
     parser.add_argument("--beta", type=float, default=0.5, help="β of F_β (default 0.5)")
@@ -255,8 +255,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.m2") -> int:
+    args = parse_args(argv, prog)
     scorer = M2Scorer(args.beta, args.max_unchanged_words, args.ignore_whitespace_casing, args.annotator)
     try:
         counts = score_files(args.hypotheses, args.gold, scorer, sys.stdout if args.verbose else None)

@@ -150,8 +150,8 @@ def write_json_atomically(payload: dict, path: str) -> None:
         raise
 
 
-def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv: Optional[Sequence[str]], prog: str = "python -m ode_seq.metrics.rouge") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--hyp", required=True, help="hypothesis summaries, one per line")
     parser.add_argument("--ref", required=True, help="reference summaries, one per line")
     parser.add_argument("--json", help="write the scores here as JSON")
@@ -168,8 +168,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.rouge") -> int:
+    args = parse_args(argv, prog)
     try:
         if args.json:
             check_output_file(args.json, "--json")

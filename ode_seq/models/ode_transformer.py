@@ -6,15 +6,17 @@ another layer kind is a subclass naming it in ``layer_kind``.
 """
 from __future__ import annotations
 
+import logging
 from typing import ClassVar, Dict, List, Optional, Tuple
 
 from fairseq.models import register_model
-from torch import Tensor
+from torch import Tensor, nn
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 
 from ode_seq.layers import LAYER_KINDS
 from ode_seq.layers.blocks import BlockClasses
 from ode_seq.options import add_arguments
+from ode_seq.solvers import EMAWeights, FreeWeights, StageGate
 
 from .config import ModelOptions, ODEOptions, StackOptions
 from .stacks import ODETransformerDecoder, ODETransformerEncoder
@@ -54,6 +56,32 @@ def parameter_mismatch(model: Dict[str, Tensor], checkpoint: Dict[str, Tensor]) 
         "between methods whose parameters are the same"
     )
 
+logger = logging.getLogger(__name__)
+# The modules holding a block's trainable output weights (--ode-coefficients other than fixed).
+COEFFICIENT_MODULES = (StageGate, FreeWeights, EMAWeights)
+
+
+def coefficient_parameters(model: nn.Module, prefix: str) -> Dict[str, Tensor]:
+    """Every state-dict key of ``model`` (under ``prefix``) that is a Runge–Kutta output weight or
+    gate parameter, with its current value; a shared gate appears under each block that uses it."""
+    return {
+        f"{prefix}{module_name}.{name}": value
+        for module_name, module in model.named_modules(remove_duplicate=False)
+        if isinstance(module, COEFFICIENT_MODULES)
+        for name, value in module.state_dict().items()
+    }
+
+
+def initialise_missing_coefficients(model: nn.Module, state_dict: Dict[str, Tensor], prefix: str) -> None:
+    """Give ``state_dict`` the output weights and gates it lacks (a vanilla or Euler checkpoint has
+    none) at ``model``'s initial values; any other missing parameter is left to fail loading."""
+    missing = {k: v for k, v in coefficient_parameters(model, prefix).items() if k not in state_dict}
+    if missing:
+        state_dict.update({k: v.detach().clone() for k, v in missing.items()})
+        logger.info(f"--finetune-from-model: the checkpoint lacks {len(missing)} Runge-Kutta coefficient/gate "
+                    f"parameters of this architecture ({sum(v.numel() for v in missing.values())} values): "
+                    "initialised at the new model's initial values")
+
 
 @register_model("ode_transformer")
 class ODETransformerModel(TransformerModel):
@@ -85,6 +113,14 @@ class ODETransformerModel(TransformerModel):
         cfg = TransformerConfig.from_namespace(cfg)
         classes = cls.block_classes()
         return cfg, ModelOptions.read(cfg, classes.kind), classes
+
+    def upgrade_state_dict_named(self, state_dict: Dict[str, Tensor], name: str) -> None:
+        """fairseq's upgrades; then, when fine-tuning (--finetune-from-model), the output weights and
+        gates that the checkpoint lacks start at their initial values (fairseq calls this before
+        ``load_state_dict``), so a vanilla or Euler checkpoint loads into learned coefficients."""
+        super().upgrade_state_dict_named(state_dict, name)
+        if getattr(self.args, "finetune_from_model", None):
+            initialise_missing_coefficients(self, state_dict, f"{name}." if name else "")
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         """fairseq's loading, whose error for parameters that do not fit says why and what to do."""

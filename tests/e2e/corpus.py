@@ -33,10 +33,11 @@ def write_reversal_corpus(directory: Path, sizes: Dict[str, int] = SIZES, seed: 
 
 
 def preprocess(raw: Path, destdir: Path, splits: Sequence[str] = ("train", "valid", "test"),
-               check: bool = True, extra: Sequence[str] = ()) -> subprocess.CompletedProcess:
-    """fairseq-preprocess of ``raw/{split}.{src,tgt}`` with a joined dictionary."""
+               check: bool = True, extra: Sequence[str] = (),
+               languages: Sequence[str] = ("src", "tgt")) -> subprocess.CompletedProcess:
+    """fairseq-preprocess of ``raw/{split}.{src,tgt}`` (or the two ``languages``) with a joined dictionary."""
     prefixes = [arg for split in splits for arg in (f"--{split}pref", str(raw / split))]
     return run("fairseq-preprocess", [
-        "--user-dir", "user_dir", "--source-lang", "src", "--target-lang", "tgt",
+        "--user-dir", "user_dir", "--source-lang", languages[0], "--target-lang", languages[1],
         "--joined-dictionary", "--workers", "1", *prefixes, "--destdir", str(destdir), *extra,
     ], check=check)

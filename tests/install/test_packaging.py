@@ -17,9 +17,6 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("ode_seq", "user_dir")
-# What a user runs to find the plugin directory for fairseq's --user-dir (README, "Installation").
-FIND_USER_DIR = ("import importlib.util; "
-                 "print(importlib.util.find_spec('user_dir').submodule_search_locations[0])")
 # fairseq-train's own argument parsing, which imports --user-dir and applies the architecture's defaults.
 PARSE_TRAIN_ARGS = ("import sys; from fairseq import options; "
                     "args = options.parse_args_and_arch(options.get_training_parser(), sys.argv[1:]); "
@@ -80,7 +77,8 @@ def test_installed_package_imports_and_plugin_loads_from_outside_the_repository(
     files = python(venv, ["-c", "import ode_seq, user_dir; print(ode_seq.__file__); print(user_dir.__file__)"],
                    elsewhere)
     assert files == [str(home / "ode_seq" / "__init__.py"), str(home / "user_dir" / "__init__.py")]
-    (user_dir,) = python(venv, ["-c", FIND_USER_DIR], elsewhere)
+    user_dir = subprocess.run([str(venv / "bin" / "ode-seq"), "user-dir"], cwd=elsewhere, capture_output=True,
+                              text=True, env=ENV, check=True).stdout.strip()
     assert user_dir == str(home / "user_dir")
     parsed = python(venv, ["-c", PARSE_TRAIN_ARGS, "data-bin", "--user-dir", user_dir, "--arch",
                            "ode_transformer_rk4", "--criterion", "ode_trajectory_distillation"], elsewhere)
