@@ -76,8 +76,22 @@ require_gpus() {  # require_gpus VALUE [MAX] — --gpus is a whole number (at mo
   [[ -z "${2:-}" || "$1" -le "$2" ]] || usage_error "--gpus must be at most $2 here, got $1"
 }
 
-train_device_options() {  # train_device_options GPUS — fairseq-train options: 0 = CPU, N = N GPUs
-  if [[ "$1" -eq 0 ]]; then echo --cpu; else echo --distributed-world-size "$1"; fi
+train_device_options() {  # train_device_options GPUS [fp16] — fairseq-train options: 0 = the CPU,
+  if [[ "$1" -eq 0 ]]; then  # N = N GPUs (in mixed precision when asked)
+    echo --cpu
+  else
+    echo --distributed-world-size "$1" ${2:+--fp16}
+  fi
+}
+
+run_training() {  # run_training SAVE_DIR COMMAND... — its output also goes to SAVE_DIR/train.log;
+  local save_dir="$1"  # SAVE_DIR/train.done marks a finished run
+  shift
+  mkdir -p "$save_dir"
+  "$@" 2>&1 | tee -a "$save_dir/train.log" \
+    || die "fairseq-train failed (its output is above and in $save_dir/train.log)"
+  require_file "$save_dir/checkpoint_last.pt" "fairseq-train stopped before saving; see $save_dir/train.log"
+  touch "$save_dir/train.done"
 }
 
 require_file() {  # require_file PATH HINT

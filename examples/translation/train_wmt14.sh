@@ -61,7 +61,7 @@ MAX_UPDATE=0
 MAX_TOKENS=4096
 UPDATE_FREQ=""
 MAX_EPOCH="$MAX_EPOCH_DEFAULT"
-FP16=(--fp16)
+FP16=fp16
 DRY_RUN=0
 EXTRA=()
 
@@ -78,7 +78,7 @@ while [[ $# -gt 0 ]]; do
     --update-freq) require_option_value "$@"; UPDATE_FREQ="$2"; shift 2 ;;
     --max-epoch) require_option_value "$@"; MAX_EPOCH="$2"; shift 2 ;;
     --max-update) require_option_value "$@"; MAX_UPDATE="$2"; shift 2 ;;
-    --no-fp16) FP16=(); shift ;;
+    --no-fp16) FP16=""; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
@@ -95,7 +95,6 @@ require_whole --max-update "$MAX_UPDATE"
 [[ -z "$GPUS" ]] || require_gpus "$GPUS"
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
-[[ "$GPUS" -gt 0 ]] || FP16=()
 WORK_DIR="${WORK_DIR:-$REPO_ROOT/work-dirs/wmt14-$PAIR}"
 DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
 SAVE_DIR="${SAVE_DIR:-$WORK_DIR/checkpoints/$RECIPE}"
@@ -106,7 +105,7 @@ if [[ -z "$UPDATE_FREQ" ]]; then
   UPDATE_FREQ=$(( (PAPER_TOKENS + DEVICES * MAX_TOKENS - 1) / (DEVICES * MAX_TOKENS) ))
 fi
 EFFECTIVE_TOKENS=$((DEVICES * MAX_TOKENS * UPDATE_FREQ))
-log "recipe $RECIPE ($PAIR): $ARCH, $GPUS GPU(s) (0 = the CPU) × $MAX_TOKENS tokens × update-freq" \
+log "recipe $RECIPE ($PAIR): $ARCH, $DEVICES device(s) × $MAX_TOKENS tokens × update-freq" \
   "$UPDATE_FREQ = $EFFECTIVE_TOKENS tokens per update (paper: $PAPER_TOKENS)"
 [[ "$EFFECTIVE_TOKENS" -eq "$PAPER_TOKENS" ]] \
   || log "warning: the effective batch differs from the paper's by $EFFECTIVE_TOKENS/$PAPER_TOKENS"
@@ -116,9 +115,9 @@ COMMAND=(fairseq-train "$DATA_BIN" --user-dir "$REPO_ROOT/user_dir" --arch "$ARC
   --optimizer adam --adam-betas "$ADAM_BETAS" --clip-norm 0.0
   --lr "$LR" --lr-scheduler inverse_sqrt --warmup-updates "$WARMUP" --warmup-init-lr "$WARMUP_INIT_LR"
   --criterion label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING"
-  --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" $(train_device_options "$GPUS")
+  --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" $(train_device_options "$GPUS" "$FP16")
   --max-epoch "$MAX_EPOCH" --max-update "$MAX_UPDATE" --keep-last-epochs 5 --save-dir "$SAVE_DIR"
-  --log-format simple --log-interval 100 "${FP16[@]}" "${EXTRA[@]}")
+  --log-format simple --log-interval 100 "${EXTRA[@]}")
 if [[ "$DRY_RUN" -eq 1 ]]; then
   printf '%q ' "${COMMAND[@]}"
   echo
@@ -126,7 +125,4 @@ if [[ "$DRY_RUN" -eq 1 ]]; then
 fi
 require_file "$DATA_BIN/dict.en.txt" "run examples/translation/prepare_wmt14.sh first"
 run_stage "$SAVE_DIR/train.done" "training $RECIPE" || exit 0
-mkdir -p "$SAVE_DIR"
-"${COMMAND[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
-require_file "$SAVE_DIR/checkpoint_last.pt" "fairseq-train stopped before saving; see $SAVE_DIR/train.log"
-touch "$SAVE_DIR/train.done"
+run_training "$SAVE_DIR" "${COMMAND[@]}"

@@ -70,5 +70,5 @@ def test_rerun_skips_every_stage(baseline_run):
 
 def test_bad_seed_is_refused_before_any_work(tmp_path):
     result = run("--work-dir", str(tmp_path / "work"), "--seeds", "1 x")
-    assert result.returncode == 1 and "--seeds takes positive whole numbers, got 'x'" in result.stderr
+    assert result.returncode == 2 and "--seeds takes positive whole numbers, got 'x'" in result.stderr
     assert not (tmp_path / "work").exists()
