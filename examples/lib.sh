@@ -71,9 +71,9 @@ default_gpus() {  # print 1 when torch sees a CUDA device, else 0 (after use_pro
     || die "python could not import torch to look for a GPU; pass --gpus N"
 }
 
-require_gpus() {  # require_gpus VALUE [MAX] — --gpus is a whole number (at most MAX)
+require_gpus() {  # require_gpus VALUE [decoding] — --gpus is a whole number (0 or 1 for decoding)
   require_whole --gpus "$1"
-  [[ -z "${2:-}" || "$1" -le "$2" ]] || usage_error "--gpus must be at most $2 here, got $1"
+  [[ -z "${2:-}" || "$1" -le 1 ]] || usage_error "--gpus must be 0 or 1: decoding runs on one device, got $1"
 }
 
 train_device_options() {  # train_device_options GPUS [fp16] — fairseq-train options: 0 = the CPU,

@@ -45,7 +45,7 @@ done
 for n in $STEPS; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || usage_error "--steps takes positive whole numbers, got '$n'"
 done
-[[ -z "$GPUS" ]] || require_gpus "$GPUS" 1
+[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 require_file "$CHECKPOINT" "pass a trained model with --checkpoint"

@@ -66,7 +66,7 @@ done
 require_positive --beam "$BEAM"
 require_positive --max-tokens "$MAX_TOKENS"
 require_whole --max-len-b "$MAX_LEN_B"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS" 1
+[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
 DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
 CHECKPOINT="${CHECKPOINT:-$WORK_DIR/checkpoints/$ARCH/checkpoint_best.pt}"
 TEST_M2="${TEST_M2:-$WORK_DIR/raw/conll2014.m2}"

@@ -67,7 +67,7 @@ require_positive --beam "$BEAM"
 require_whole --min-len "$MIN_LEN"
 require_whole --max-len-b "$MAX_LEN_B"
 require_whole --no-repeat-ngram "$NO_REPEAT_NGRAM"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS" 1
+[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
 CHECKPOINT="${CHECKPOINT:-$WORK_DIR/checkpoints/$METHOD/checkpoint_best.pt}"
 REF="${REF:-$WORK_DIR/raw/$SUBSET.target}"
 OUT_DIR="${OUT_DIR:-$(dirname "$CHECKPOINT")/eval-$SUBSET}"

@@ -61,7 +61,7 @@ done
 require_positive --average-last "$AVERAGE_LAST"
 require_positive --beam "$BEAM"
 require_positive --max-tokens "$MAX_TOKENS"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS" 1
+[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 DEVICE=()

@@ -52,8 +52,9 @@ def run(script: Path, *args: str, env: Optional[Dict[str, str]] = None,
                           env=env if env is not None else dict(os.environ), timeout=120)
 
 
-def test_the_list_holds_every_entry_script():
+def test_the_list_holds_every_entry_script_and_each_is_executable():
     assert sorted(str(p.relative_to(EXAMPLES)) for p in EXAMPLES.glob("*/*.sh")) == sorted(SCRIPTS)
+    assert [script for script in SCRIPTS if not os.access(EXAMPLES / script, os.X_OK)] == []
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
