@@ -4,7 +4,7 @@
 # Each stage (average → generate → score) is skipped when its output exists in --out-dir;
 # --out-dir/run-config.txt refuses a rerun with other settings or after more training.
 #
-# Usage: evaluate.sh --data-bin DIR --checkpoint-dir DIR --ref FILE --lang LANG [options]
+# Usage: evaluate.sh --data-bin DIR --checkpoint-dir DIR --ref FILE --lang LANG [options] [-- generate options]
 #   --ref FILE            detokenised references of --subset, one per line
 #   --lang LANG           target language (Moses rules for tokenised BLEU and detokenisation)
 #   --out-dir DIR         (default: CHECKPOINT_DIR/eval-SUBSET)
