@@ -45,7 +45,8 @@ def test_scratch_students_have_the_students_architecture_and_updates_but_no_teac
         assert params[0] == params[1]
         assert f"seed={seed}," in distilled and f"seed={seed}," in scratch
         assert "criterion='ode_trajectory_distillation'" in distilled
-        assert "criterion='label_smoothed_cross_entropy'" in scratch and "teacher" not in scratch
+        assert "criterion='label_smoothed_cross_entropy'" in scratch
+        assert "init_from_teacher=None" in scratch and "teacher_path" not in scratch
         for log in (distilled, scratch):
             assert re.findall(r"num_updates[ =](\d+)", log)[-1] == "6"
 
