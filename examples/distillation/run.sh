@@ -144,7 +144,8 @@ require_file "$TEACHER" "the teacher's evaluation did not write its averaged che
 
 # 3. Students: one shared stable layer per stack following the teacher's trajectory; 4. with
 # --baseline, the same architecture trained from scratch on label-smoothed cross-entropy alone.
-STUDENT=(--arch "$STUDENT_ARCH" --gpus "$GPUS" --minutes "$STUDENT_MINUTES" --max-update "$MAX_UPDATE" --lr "$LR"
+STUDENT=(--arch "$STUDENT_ARCH" --gpus "$GPUS" --minutes "$STUDENT_MINUTES" --max-update "$MAX_UPDATE"
+         --lr "$LR"
          --warmup "$WARMUP" -- "${SIZES[@]}" --encoder-ode-steps "$STEPS" --decoder-ode-steps "$STEPS"
          --attention-kernel "$KERNEL")
 for seed in $SEEDS; do

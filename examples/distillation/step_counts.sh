@@ -56,8 +56,8 @@ for n in $STEPS; do
   # evaluate.sh decodes OUT/averaged.pt when it exists: the same checkpoint for every N.
   [[ -e "$OUT_DIR/N$n/averaged.pt" ]] || ln "$CHECKPOINT" "$OUT_DIR/N$n/averaged.pt" 2>/dev/null \
     || cp "$CHECKPOINT" "$OUT_DIR/N$n/averaged.pt"
-  "$REPO_ROOT/examples/translation/evaluate.sh" --data-bin "$DATA_BIN" --checkpoint-dir "$OUT_DIR" --gpus "$GPUS" \
-    --out-dir "$OUT_DIR/N$n" --ref "$REF" --lang "$LANG_TGT" \
+  "$REPO_ROOT/examples/translation/evaluate.sh" --data-bin "$DATA_BIN" --checkpoint-dir "$OUT_DIR" \
+    --gpus "$GPUS" --out-dir "$OUT_DIR/N$n" --ref "$REF" --lang "$LANG_TGT" \
     -- --model-overrides "{'encoder_ode_steps': $n, 'decoder_ode_steps': $n}" "${EXTRA[@]}" > /dev/null
 done
 

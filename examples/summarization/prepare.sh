@@ -57,7 +57,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ "$INPUT_FORMAT" == stories || "$INPUT_FORMAT" == table ]] \
-  || usage_error "--input-format must be stories (.story files + URL lists) or table (CSV/JSONL), got $INPUT_FORMAT"
+  || usage_error "--input-format must be stories (.story files + URL lists) or table (CSV/JSONL), \
+got $INPUT_FORMAT"
 [[ "$ON_MISSING" == error || "$ON_MISSING" == skip ]] || usage_error "--on-missing must be error or skip"
 [[ "$SUBWORD" == sentencepiece || "$SUBWORD" == gpt2 ]] \
   || usage_error "--subword must be sentencepiece or gpt2, got $SUBWORD"

@@ -46,7 +46,9 @@ if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then  # executed, not sourced
   esac
   for name in "${!CNNDM_@}"; do
     if [[ "$name" == CNNDM_ARCH_OF_METHOD ]]; then
-      for method in "${!CNNDM_ARCH_OF_METHOD[@]}"; do echo "CNNDM_ARCH_OF_METHOD[$method]=${CNNDM_ARCH_OF_METHOD[$method]}"; done
+      for method in "${!CNNDM_ARCH_OF_METHOD[@]}"; do
+        echo "CNNDM_ARCH_OF_METHOD[$method]=${CNNDM_ARCH_OF_METHOD[$method]}"
+      done
     else
       echo "$name=${!name}"
     fi

@@ -4,7 +4,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
