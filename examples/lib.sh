@@ -133,3 +133,6 @@ now:  $2"
     publish "$file.tmp" "$file"
   fi
 }
+
+# The translation scripts once read the architecture from ODE_SEQ_ARCH; no script reads it now.
+refuse_environment ODE_SEQ_ARCH=--arch

@@ -22,7 +22,6 @@
 #   --train-pairs N --valid-pairs N --test-pairs N --vocab-size N --workers N   for prepare_bible.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-refuse_environment ODE_SEQ_ARCH=--arch
 HERE="$REPO_ROOT/examples/translation"
 
 # The demo's setting: the best test BLEU of the sweep in docs/demo.md whose whole run fits in 15
@@ -137,7 +136,7 @@ python "$HERE/show_translations.py" --generated "$MODEL_DIR/generate-test.txt" \
   --source "$WORK_DIR/raw/test.en" --reference "$WORK_DIR/raw/test.es" --lang es
 SENTENCE="In the beginning God created the heavens and the earth."
 cat <<EOF
-Translate your own sentences (in the project's environment: source $REPO_ROOT/.venv/bin/activate):
+Translate your own sentences (in the project's environment: source ${ODE_SEQ_VENV:-$REPO_ROOT/.venv}/bin/activate):
   echo "$SENTENCE" | fairseq-interactive $WORK_DIR/data-bin --user-dir $REPO_ROOT/user_dir --path $MODEL_DIR/averaged.pt --source-lang en --target-lang es --tokenizer moses --bpe sentencepiece --sentencepiece-model $WORK_DIR/spm.model --beam 4 --lenpen 0.6 2>/dev/null | grep ^D- | cut -f3
   cd $REPO_ROOT && python -W ignore -c "import user_dir; from fairseq.models.transformer import TransformerModel as M; m = M.from_pretrained('$MODEL_DIR', checkpoint_file='averaged.pt', data_name_or_path='$WORK_DIR/data-bin', tokenizer='moses', bpe='sentencepiece', sentencepiece_model='$WORK_DIR/spm.model'); print(m.translate('$SENTENCE', beam=4, lenpen=0.6))"
 Model: $MODEL_DIR/averaged.pt ($(du -h "$MODEL_DIR/averaged.pt" | cut -f1)); training log: $WORK_DIR/checkpoints/${ARCHS[0]}/train.log

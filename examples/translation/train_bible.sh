@@ -21,7 +21,6 @@
 # Anything after `--` is passed to fairseq-train (e.g. smaller sizes: --encoder-embed-dim 32).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-refuse_environment ODE_SEQ_ARCH=--arch
 
 WORK_DIR="$REPO_ROOT/work-dirs/bible-en-es"
 DATA_BIN=""

@@ -32,6 +32,7 @@ REQUIRED: Dict[str, List[str]] = {"translation/score.sh": ["--hyp", "h", "--ref"
 OLD_VARIABLES = [
     ("translation/run_bible_demo.sh", "ODE_SEQ_ARCH", "--arch"),
     ("translation/train_bible.sh", "ODE_SEQ_ARCH", "--arch"),
+    ("translation/quality_study.sh", "ODE_SEQ_ARCH", "--arch"),
     ("translation/score.sh", "PYTHON", "ODE_SEQ_VENV"),
     ("summarization/prepare.sh", "DATA_DIR", "--work-dir"),
     ("summarization/prepare.sh", "SPM_VOCAB", "--vocab-size"),
