@@ -21,7 +21,9 @@
 #   --lr LR --warmup N      peak learning rate and its inverse-sqrt warmup, both models (default: 1e-3, 100)
 #   --embed-dim D --ffn-dim F --heads H --layers L   teacher sizes; the student has the same width
 #                           and integrates [0, L] with one shared layer (default: 256, 1024, 4, 3)
-#   --student-arch NAME     (default: stable_ode_transformer_small)
+#   --arch NAME             the student's architecture (default: stable_ode_transformer_small)
+#   --gpus N                0 = train on the CPU, N > 1 = data-parallel on N GPUs
+#                           (default: 1 if CUDA is visible, else 0)
 #   --seeds "S1 S2 ..."     one student (and scratch baseline) per seed; the teacher has seed 1 (default: 1)
 #   --baseline              also train each seed's student from scratch and compare (see step 4)
 #   --steps N               Euler steps of each student stack (default: 6)
@@ -33,7 +35,7 @@
 #   --train-pairs N --valid-pairs N --test-pairs N --vocab-size N --workers N   for prepare_bible.sh
 #                           (default here: all, 500, 500, 4000, nproc)
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../translation/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 TRANSLATION="$REPO_ROOT/examples/translation"
 
 WORK_DIR="$REPO_ROOT/work-dirs/distillation-bible"
@@ -58,6 +60,7 @@ MAX_LEN_B=10
 PREPARE_ARGS=(--valid-pairs 500 --test-pairs 500 --vocab-size 4000)
 SEEDS=1
 BASELINE=0
+GPUS=""
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -71,7 +74,9 @@ while [[ $# -gt 0 ]]; do
     --ffn-dim) require_option_value "$@"; FFN_DIM="$2"; shift 2 ;;
     --heads) require_option_value "$@"; HEADS="$2"; shift 2 ;;
     --layers) require_option_value "$@"; LAYERS="$2"; shift 2 ;;
-    --student-arch) require_option_value "$@"; STUDENT_ARCH="$2"; shift 2 ;;
+    --arch) require_option_value "$@"; STUDENT_ARCH="$2"; shift 2 ;;
+    --student-arch) usage_error "--student-arch is now --arch" ;;
+    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
     --seeds) require_option_value "$@"; SEEDS="$2"; shift 2 ;;
     --baseline) BASELINE=1; shift ;;
     --steps) require_option_value "$@"; STEPS="$2"; shift 2 ;;
@@ -84,21 +89,24 @@ while [[ $# -gt 0 ]]; do
     --max-len-b) require_option_value "$@"; MAX_LEN_B="$2"; shift 2 ;;
     --train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers)
       require_option_value "$@"; PREPARE_ARGS+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 for n in "$WARMUP" "$EMBED_DIM" "$FFN_DIM" "$HEADS" "$LAYERS" "$STEPS" "$CE_START" "$CE_WARMUP" "$FREEZE" "$MAX_UPDATE"; do
-  [[ "$n" =~ ^[0-9]+$ ]] || die "numeric option expected, got '$n'"
+  [[ "$n" =~ ^[0-9]+$ ]] || usage_error "numeric option expected, got '$n'"
 done
 for seed in $SEEDS; do
-  [[ "$seed" =~ ^[1-9][0-9]*$ ]] || die "--seeds takes positive whole numbers, got '$seed'"
+  [[ "$seed" =~ ^[1-9][0-9]*$ ]] || usage_error "--seeds takes positive whole numbers, got '$seed'"
 done
-[[ "$KERNEL" == dot || "$KERNEL" == l2 ]] || die "--attention-kernel must be dot or l2, got $KERNEL"
+[[ "$KERNEL" == dot || "$KERNEL" == l2 ]] || usage_error "--attention-kernel must be dot or l2, got $KERNEL"
 [[ "$CONTROL_TIMES" == uniform || "$CONTROL_TIMES" == distance ]] \
-  || die "--control-times must be uniform or distance, got $CONTROL_TIMES"
+  || usage_error "--control-times must be uniform or distance, got $CONTROL_TIMES"
 [[ "$STEPS" -ge "$LAYERS" ]] \
-  || die "--steps $STEPS < --layers $LAYERS: every teacher layer needs its own student step"
+  || usage_error "--steps $STEPS < --layers $LAYERS: every teacher layer needs its own student step"
+[[ -z "$GPUS" ]] || require_gpus "$GPUS"
+use_project_python
+GPUS="${GPUS:-$(default_gpus)}"
 
 DATA_BIN="$WORK_DIR/data-bin"
 TEACHER_DIR="$WORK_DIR/checkpoints/teacher"
@@ -118,7 +126,7 @@ evaluate() {  # evaluate SAVE_DIR — average the newest (up to 5) update checkp
   else
     average=(--average-last 1)
   fi
-  "$TRANSLATION/evaluate.sh" --data-bin "$DATA_BIN" --checkpoint-dir "$1" \
+  "$TRANSLATION/evaluate.sh" --data-bin "$DATA_BIN" --checkpoint-dir "$1" --gpus "$(( GPUS > 0 ))" \
     --ref "$WORK_DIR/raw/test.es" --lang es "${average[@]}" \
     -- --max-len-a "$MAX_LEN_A" --max-len-b "$MAX_LEN_B" > /dev/null
 }
@@ -128,7 +136,7 @@ evaluate() {  # evaluate SAVE_DIR — average the newest (up to 5) update checkp
 
 # 2. Teacher: fairseq's own pre-norm Transformer (the ODE state of layer l is its output).
 "$TRANSLATION/train_bible.sh" --data-bin "$DATA_BIN" --save-dir "$TEACHER_DIR" --arch transformer \
-  --minutes "$TEACHER_MINUTES" --max-update "$MAX_UPDATE" --lr "$LR" --warmup "$WARMUP" \
+  --gpus "$GPUS" --minutes "$TEACHER_MINUTES" --max-update "$MAX_UPDATE" --lr "$LR" --warmup "$WARMUP" \
   -- --encoder-normalize-before --decoder-normalize-before "${SIZES[@]}"
 evaluate "$TEACHER_DIR"
 TEACHER="$TEACHER_DIR/eval-test/averaged.pt"
@@ -136,7 +144,8 @@ require_file "$TEACHER" "the teacher's evaluation did not write its averaged che
 
 # 3. Students: one shared stable layer per stack following the teacher's trajectory; 4. with
 # --baseline, the same architecture trained from scratch on label-smoothed cross-entropy alone.
-STUDENT=(--arch "$STUDENT_ARCH" --minutes "$STUDENT_MINUTES" --max-update "$MAX_UPDATE" --lr "$LR"
+STUDENT=(--arch "$STUDENT_ARCH" --gpus "$GPUS" --minutes "$STUDENT_MINUTES" --max-update "$MAX_UPDATE"
+         --lr "$LR"
          --warmup "$WARMUP" -- "${SIZES[@]}" --encoder-ode-steps "$STEPS" --decoder-ode-steps "$STEPS"
          --attention-kernel "$KERNEL")
 for seed in $SEEDS; do

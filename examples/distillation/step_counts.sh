@@ -12,9 +12,10 @@
 #   --ref FILE --lang L   detokenised references of the test set and their language
 #   --steps "N ..."       step counts of both stacks (default: "1 2 3 4 6 8 12 24")
 #   --out-dir DIR         (default: the checkpoint's directory/step-counts)
+#   --gpus N              0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
 # Anything after `--` is passed to fairseq-generate (default here: --max-len-a 1.5 --max-len-b 10).
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../translation/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 CHECKPOINT=""
 DATA_BIN=""
@@ -22,6 +23,7 @@ REF=""
 LANG_TGT=""
 STEPS="1 2 3 4 6 8 12 24"
 OUT_DIR=""
+GPUS=""
 EXTRA=(--max-len-a 1.5 --max-len-b 10)
 
 while [[ $# -gt 0 ]]; do
@@ -32,16 +34,20 @@ while [[ $# -gt 0 ]]; do
     --lang) require_option_value "$@"; LANG_TGT="$2"; shift 2 ;;
     --steps) require_option_value "$@"; STEPS="$2"; shift 2 ;;
     --out-dir) require_option_value "$@"; OUT_DIR="$2"; shift 2 ;;
+    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 [[ -n "$CHECKPOINT" && -n "$DATA_BIN" && -n "$REF" && -n "$LANG_TGT" ]] \
-  || die "--checkpoint, --data-bin, --ref and --lang are required (see --help)"
+  || usage_error "--checkpoint, --data-bin, --ref and --lang are required (see --help)"
 for n in $STEPS; do
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "--steps takes positive whole numbers, got '$n'"
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || usage_error "--steps takes positive whole numbers, got '$n'"
 done
+[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
+use_project_python
+GPUS="${GPUS:-$(default_gpus)}"
 require_file "$CHECKPOINT" "pass a trained model with --checkpoint"
 OUT_DIR="${OUT_DIR:-$(dirname "$CHECKPOINT")/step-counts}"
 
@@ -51,7 +57,7 @@ for n in $STEPS; do
   [[ -e "$OUT_DIR/N$n/averaged.pt" ]] || ln "$CHECKPOINT" "$OUT_DIR/N$n/averaged.pt" 2>/dev/null \
     || cp "$CHECKPOINT" "$OUT_DIR/N$n/averaged.pt"
   "$REPO_ROOT/examples/translation/evaluate.sh" --data-bin "$DATA_BIN" --checkpoint-dir "$OUT_DIR" \
-    --out-dir "$OUT_DIR/N$n" --ref "$REF" --lang "$LANG_TGT" \
+    --gpus "$GPUS" --out-dir "$OUT_DIR/N$n" --ref "$REF" --lang "$LANG_TGT" \
     -- --model-overrides "{'encoder_ode_steps': $n, 'decoder_ode_steps': $n}" "${EXTRA[@]}" > /dev/null
 done
 

@@ -1,117 +1,159 @@
 #!/usr/bin/env bash
-# GEC data preparation: M2 and parallel corpora -> tokenised text -> 30K subword-nmt BPE learned on
-# the target side and applied to both sides -> fairseq-preprocess --joined-dictionary.
+# GEC data preparation: M2 and parallel corpora → tokenised text → 30K subword-nmt BPE learned on
+# the target side and applied to both sides → fairseq-preprocess --joined-dictionary.
+# Each stage is skipped when its output exists; outputs are written to a temporary name and
+# renamed when complete.
 #
-# Every setting is an environment variable with a default; each stage is skipped when its output
-# exists, and outputs are written to a temporary name and renamed when complete.
-#   RAW               input folder (default work-dirs/gec/raw)
-#   TRAIN_M2          space-separated training M2 files, e.g. NUCLE, FCE train, W&I+LOCNESS train
-#                     (default: every $RAW/train-m2/*.m2)
-#   TRAIN_PARALLEL    space-separated prefixes P of raw parallel corpora P.src/P.tgt, e.g. Lang-8
-#                     (default: every $RAW/train-parallel/*.src, minus the .src)
-#   PARALLEL_TOKENIZE nltk (CoNLL NLTK word tokenisation) | none (already tokenised); default nltk
-#   VALID_M2, TEST_M2 M2 files (default $RAW/conll2013.m2 and $RAW/conll2014.m2)
-#   ANNOTATOR         whose corrections make the M2 targets (default 0)
-#   MIN_LEN, MAX_LEN, MAX_RATIO, DROP_COPIES   training-pair filters (default 1, 0 = none, 0 = off, 0)
-#   BPE_MERGES        subword-nmt merges (default 30000), WORKERS (default 2)
-#   WORK              intermediate text (default work-dirs/gec/text)
-#   DATA_BIN          fairseq binary data (default work-dirs/gec/data-bin)
+# Usage: prepare.sh [options]
+#   --work-dir DIR        inputs in WORK_DIR/raw, text in WORK_DIR/text, binarised data in
+#                         WORK_DIR/data-bin (default: work-dirs/gec)
+#   --raw-dir DIR         input folder (default: WORK_DIR/raw)
+#   --train-m2 FILE       a training M2 file, e.g. NUCLE, FCE train, W&I+LOCNESS train (repeatable)
+#   --train-parallel P    a raw parallel corpus P.src/P.tgt, e.g. Lang-8 (repeatable)
+#                         Without either: every RAW_DIR/train-m2/*.m2 and RAW_DIR/train-parallel/*.src.
+#   --parallel-tokenize nltk|none   NLTK word tokenisation as in CoNLL, or none for tokenised
+#                         text (default: nltk)
+#   --valid-m2 FILE --test-m2 FILE  (default: RAW_DIR/conll2013.m2, RAW_DIR/conll2014.m2)
+#   --annotator ID        whose corrections make the M2 targets (default: 0)
+#   --min-len N --max-len N --max-ratio R   training-pair filters (default: 1, 0 = none, 0 = off)
+#   --drop-copies         drop training pairs whose target equals the source
+#   --bpe-merges N        subword-nmt merges (default: 30000)
+#   --workers N           (default: 2)
+#   --data-bin DIR        (default: WORK_DIR/data-bin)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+refuse_environment RAW=--raw-dir TRAIN_M2=--train-m2 TRAIN_PARALLEL=--train-parallel \
+  PARALLEL_TOKENIZE=--parallel-tokenize VALID_M2=--valid-m2 TEST_M2=--test-m2 ANNOTATOR=--annotator \
+  MIN_LEN=--min-len MAX_LEN=--max-len MAX_RATIO=--max-ratio DROP_COPIES=--drop-copies \
+  BPE_MERGES=--bpe-merges WORKERS=--workers WORK=--work-dir DATA_BIN=--data-bin PYTHON=ODE_SEQ_VENV
+HERE="$REPO_ROOT/examples/gec"
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-PYTHON=${PYTHON:-python}
-RAW=${RAW:-$ROOT/work-dirs/gec/raw}
-TRAIN_M2=${TRAIN_M2-$(ls "$RAW"/train-m2/*.m2 2>/dev/null | tr '\n' ' ' || true)}
-TRAIN_PARALLEL=${TRAIN_PARALLEL-$(ls "$RAW"/train-parallel/*.src 2>/dev/null | sed 's/\.src$//' | tr '\n' ' ' || true)}
-PARALLEL_TOKENIZE=${PARALLEL_TOKENIZE:-nltk}
-VALID_M2=${VALID_M2:-$RAW/conll2013.m2}
-TEST_M2=${TEST_M2:-$RAW/conll2014.m2}
-ANNOTATOR=${ANNOTATOR:-0}
-MIN_LEN=${MIN_LEN:-1}
-MAX_LEN=${MAX_LEN:-0}
-MAX_RATIO=${MAX_RATIO:-0}
-DROP_COPIES=${DROP_COPIES:-0}
-BPE_MERGES=${BPE_MERGES:-30000}
-WORKERS=${WORKERS:-2}
-WORK=${WORK:-$ROOT/work-dirs/gec/text}
-DATA_BIN=${DATA_BIN:-$ROOT/work-dirs/gec/data-bin}
+WORK_DIR="$REPO_ROOT/work-dirs/gec"
+RAW_DIR=""
+TRAIN_M2=()
+TRAIN_PARALLEL=()
+PARALLEL_TOKENIZE=nltk
+VALID_M2=""
+TEST_M2=""
+ANNOTATOR=0
+MIN_LEN=1
+MAX_LEN=0
+MAX_RATIO=0
+COPIES=()
+BPE_MERGES=30000
+WORKERS=2
+DATA_BIN=""
 
-fail() { echo "prepare.sh: error: $*" >&2; exit 1; }
-log() { echo "prepare.sh: $*" >&2; }
-
-[ -n "${TRAIN_M2// }${TRAIN_PARALLEL// }" ] ||
-  fail "no training data: put M2 files in $RAW/train-m2/ or parallel P.src/P.tgt in $RAW/train-parallel/, or set TRAIN_M2 / TRAIN_PARALLEL"
-for m2 in $TRAIN_M2 "$VALID_M2" "$TEST_M2"; do
-  [ -f "$m2" ] || fail "M2 file $m2 not found: set TRAIN_M2, VALID_M2 and TEST_M2 to existing files"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
+    --raw-dir) require_option_value "$@"; RAW_DIR="$2"; shift 2 ;;
+    --train-m2) require_option_value "$@"; TRAIN_M2+=("$2"); shift 2 ;;
+    --train-parallel) require_option_value "$@"; TRAIN_PARALLEL+=("$2"); shift 2 ;;
+    --parallel-tokenize) require_option_value "$@"; PARALLEL_TOKENIZE="$2"; shift 2 ;;
+    --valid-m2) require_option_value "$@"; VALID_M2="$2"; shift 2 ;;
+    --test-m2) require_option_value "$@"; TEST_M2="$2"; shift 2 ;;
+    --annotator) require_option_value "$@"; ANNOTATOR="$2"; shift 2 ;;
+    --min-len) require_option_value "$@"; MIN_LEN="$2"; shift 2 ;;
+    --max-len) require_option_value "$@"; MAX_LEN="$2"; shift 2 ;;
+    --max-ratio) require_option_value "$@"; MAX_RATIO="$2"; shift 2 ;;
+    --drop-copies) COPIES=(--drop-copies); shift ;;
+    --bpe-merges) require_option_value "$@"; BPE_MERGES="$2"; shift 2 ;;
+    --workers) require_option_value "$@"; WORKERS="$2"; shift 2 ;;
+    --data-bin) require_option_value "$@"; DATA_BIN="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
+  esac
 done
-for prefix in $TRAIN_PARALLEL; do
-  [ -f "$prefix.src" ] && [ -f "$prefix.tgt" ] || fail "parallel corpus $prefix.src/$prefix.tgt not found: fix TRAIN_PARALLEL"
+[[ "$PARALLEL_TOKENIZE" == nltk || "$PARALLEL_TOKENIZE" == none ]] \
+  || usage_error "--parallel-tokenize must be nltk or none, got $PARALLEL_TOKENIZE"
+require_whole --annotator "$ANNOTATOR"
+require_whole --min-len "$MIN_LEN"
+require_whole --max-len "$MAX_LEN"
+[[ "$MAX_RATIO" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage_error "--max-ratio must be a number ≥ 0, got '$MAX_RATIO'"
+require_positive --bpe-merges "$BPE_MERGES"
+require_positive --workers "$WORKERS"
+RAW_DIR="${RAW_DIR:-$WORK_DIR/raw}"
+VALID_M2="${VALID_M2:-$RAW_DIR/conll2013.m2}"
+TEST_M2="${TEST_M2:-$RAW_DIR/conll2014.m2}"
+DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
+TEXT="$WORK_DIR/text"
+if [[ ${#TRAIN_M2[@]} -eq 0 && ${#TRAIN_PARALLEL[@]} -eq 0 ]]; then
+  shopt -s nullglob
+  TRAIN_M2=("$RAW_DIR"/train-m2/*.m2)
+  for src in "$RAW_DIR"/train-parallel/*.src; do TRAIN_PARALLEL+=("${src%.src}"); done
+  shopt -u nullglob
+fi
+[[ ${#TRAIN_M2[@]} -gt 0 || ${#TRAIN_PARALLEL[@]} -gt 0 ]] || die "no training data: put M2 files \
+in $RAW_DIR/train-m2/ or parallel P.src/P.tgt in $RAW_DIR/train-parallel/, or pass --train-m2 / --train-parallel"
+for m2 in "${TRAIN_M2[@]}" "$VALID_M2" "$TEST_M2"; do
+  [[ -f "$m2" ]] || die "M2 file $m2 not found: pass existing files with --train-m2, --valid-m2 and --test-m2"
 done
-case "$PARALLEL_TOKENIZE" in nltk|none) ;; *) fail "PARALLEL_TOKENIZE must be nltk or none, got $PARALLEL_TOKENIZE" ;; esac
-command -v subword-nmt >/dev/null || fail "subword-nmt not found: pip install subword-nmt"
-command -v fairseq-preprocess >/dev/null || fail "fairseq-preprocess not found: install fairseq 0.12"
+for prefix in "${TRAIN_PARALLEL[@]}"; do
+  [[ -f "$prefix.src" && -f "$prefix.tgt" ]] \
+    || die "parallel corpus $prefix.src/$prefix.tgt not found: fix --train-parallel"
+done
+use_project_python
+require_command subword-nmt "pip install subword-nmt"
+mkdir -p "$TEXT/corpus" "$TEXT/bpe"
 
-mkdir -p "$WORK/corpus" "$WORK/bpe"
-
-# Stage 1: every corpus -> tokenised parallel text.
+# Stage 1: every corpus → tokenised parallel text (the converters write complete files or none).
 parts=()
-for m2 in $TRAIN_M2; do
-  out="$WORK/corpus/m2-$(basename "$m2" .m2)"
-  if [ ! -f "$out.tgt" ]; then
-    "$PYTHON" "$HERE/m2_to_parallel.py" "$m2" --out-prefix "$out" --annotator "$ANNOTATOR"
+for m2 in "${TRAIN_M2[@]}"; do
+  out="$TEXT/corpus/m2-$(basename "$m2" .m2)"
+  if run_stage "$out.tgt" "conversion of $m2"; then
+    python "$HERE/m2_to_parallel.py" "$m2" --out-prefix "$out" --annotator "$ANNOTATOR"
   fi
   parts+=("$out")
 done
-for prefix in $TRAIN_PARALLEL; do
-  out="$WORK/corpus/parallel-$(basename "$prefix")"
-  if [ ! -f "$out.tgt" ]; then
-    "$PYTHON" "$HERE/parallel_text.py" --src "$prefix.src" --tgt "$prefix.tgt" --out-prefix "$out" \
+for prefix in "${TRAIN_PARALLEL[@]}"; do
+  out="$TEXT/corpus/parallel-$(basename "$prefix")"
+  if run_stage "$out.tgt" "tokenisation of $prefix"; then
+    python "$HERE/parallel_text.py" --src "$prefix.src" --tgt "$prefix.tgt" --out-prefix "$out" \
       --tokenize "$PARALLEL_TOKENIZE" --min-len 0 --workers "$WORKERS"
   fi
   parts+=("$out")
 done
 for split in valid test; do
-  m2=$VALID_M2; [ "$split" = test ] && m2=$TEST_M2
-  [ -f "$WORK/$split.tgt" ] || "$PYTHON" "$HERE/m2_to_parallel.py" "$m2" --out-prefix "$WORK/$split" --annotator "$ANNOTATOR"
+  m2="$VALID_M2"; [[ "$split" == test ]] && m2="$TEST_M2"
+  if run_stage "$TEXT/$split.tgt" "conversion of $m2"; then
+    python "$HERE/m2_to_parallel.py" "$m2" --out-prefix "$TEXT/$split" --annotator "$ANNOTATOR"
+  fi
 done
 
 # Stage 2: all training pairs, filtered.
-if [ ! -f "$WORK/train.tgt" ]; then
+if run_stage "$TEXT/train.tgt" "training pair filter"; then
   for side in src tgt; do
-    for part in "${parts[@]}"; do cat "$part.$side"; done > "$WORK/all.$side.partial"
-    mv "$WORK/all.$side.partial" "$WORK/all.$side"
+    for part in "${parts[@]}"; do cat "$part.$side"; done > "$TEXT/all.$side.tmp"
+    publish "$TEXT/all.$side.tmp" "$TEXT/all.$side"
   done
-  copies=(); [ "$DROP_COPIES" = 1 ] && copies=(--drop-copies)
-  "$PYTHON" "$HERE/parallel_text.py" --src "$WORK/all.src" --tgt "$WORK/all.tgt" --out-prefix "$WORK/train" \
-    --tokenize none --min-len "$MIN_LEN" --max-len "$MAX_LEN" --max-ratio "$MAX_RATIO" "${copies[@]}"
-  rm "$WORK/all.src" "$WORK/all.tgt"
+  python "$HERE/parallel_text.py" --src "$TEXT/all.src" --tgt "$TEXT/all.tgt" --out-prefix "$TEXT/train" \
+    --tokenize none --min-len "$MIN_LEN" --max-len "$MAX_LEN" --max-ratio "$MAX_RATIO" "${COPIES[@]}"
+  rm "$TEXT/all.src" "$TEXT/all.tgt"
 fi
 
 # Stage 3: BPE learned on the training targets, applied to both sides of every split.
-if [ ! -f "$WORK/bpe/codes" ]; then
-  log "learning $BPE_MERGES BPE merges on $WORK/train.tgt"
-  subword-nmt learn-bpe -s "$BPE_MERGES" < "$WORK/train.tgt" > "$WORK/bpe/codes.partial"
-  mv "$WORK/bpe/codes.partial" "$WORK/bpe/codes"
+if run_stage "$TEXT/bpe/codes" "learning $BPE_MERGES BPE merges"; then
+  subword-nmt learn-bpe -s "$BPE_MERGES" < "$TEXT/train.tgt" > "$TEXT/bpe/codes.tmp"
+  publish "$TEXT/bpe/codes.tmp" "$TEXT/bpe/codes"
 fi
 for split in train valid test; do
   for side in src tgt; do
-    out="$WORK/bpe/$split.$side"
-    if [ ! -f "$out" ]; then
-      subword-nmt apply-bpe -c "$WORK/bpe/codes" < "$WORK/$split.$side" > "$out.partial"
-      mv "$out.partial" "$out"
+    out="$TEXT/bpe/$split.$side"
+    if run_stage "$out" "BPE segmentation"; then
+      subword-nmt apply-bpe -c "$TEXT/bpe/codes" < "$TEXT/$split.$side" > "$out.tmp"
+      publish "$out.tmp" "$out"
     fi
   done
 done
 
 # Stage 4: binarise with one dictionary shared by source and target.
-if [ ! -d "$DATA_BIN" ]; then
-  rm -rf "$DATA_BIN.partial"
+if run_stage "$DATA_BIN" "binarisation"; then
+  rm -rf "$DATA_BIN.tmp"
   fairseq-preprocess --source-lang src --target-lang tgt --joined-dictionary \
-    --trainpref "$WORK/bpe/train" --validpref "$WORK/bpe/valid" --testpref "$WORK/bpe/test" \
-    --destdir "$DATA_BIN.partial" --workers "$WORKERS"
-  mv "$DATA_BIN.partial" "$DATA_BIN"
-else
-  log "$DATA_BIN exists: skipping binarisation"
+    --trainpref "$TEXT/bpe/train" --validpref "$TEXT/bpe/valid" --testpref "$TEXT/bpe/test" \
+    --destdir "$DATA_BIN.tmp" --workers "$WORKERS" 2> "$WORK_DIR/preprocess.log" \
+    || { rm -rf "$DATA_BIN.tmp"; die "fairseq-preprocess failed; see $WORK_DIR/preprocess.log"; }
+  publish "$DATA_BIN.tmp" "$DATA_BIN"
 fi
-log "done: $DATA_BIN ($(wc -l < "$WORK/train.src") training pairs)"
+log "done: $DATA_BIN ($(wc -l < "$TEXT/train.src") training pairs)"

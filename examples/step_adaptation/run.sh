@@ -17,6 +17,8 @@
 #
 # Usage: run.sh [options]
 #   --work-dir DIR            (default: work-dirs/step-adaptation)
+#   --gpus N                  0 = train on the CPU, N > 1 = data-parallel on N GPUs
+#                             (default: 1 if CUDA is visible, else 0)
 #   --steps N                 training steps of both stacks = their layers L (default: 6)
 #   --step-counts "N' ..."    step counts to adapt to (default: "3 4 6 8 12")
 #   --max-update N            training updates of the ODE model (default: 1200)
@@ -33,10 +35,11 @@
 #   --train-pairs N --valid-pairs N --test-pairs N --vocab-size N --workers N   for prepare_bible.sh
 #                             (default here: all, 500, all, 4000, nproc)
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../translation/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 TRANSLATION="$REPO_ROOT/examples/translation"
 
 WORK_DIR="$REPO_ROOT/work-dirs/step-adaptation"
+GPUS=""
 STEPS=6
 STEP_COUNTS="3 4 6 8 12"
 MAX_UPDATE=1200
@@ -60,6 +63,7 @@ PREPARE_ARGS=(--valid-pairs 500 --vocab-size 4000)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
+    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
     --steps) require_option_value "$@"; STEPS="$2"; shift 2 ;;
     --step-counts) require_option_value "$@"; STEP_COUNTS="$2"; shift 2 ;;
     --max-update) require_option_value "$@"; MAX_UPDATE="$2"; shift 2 ;;
@@ -80,17 +84,20 @@ while [[ $# -gt 0 ]]; do
     --seed) require_option_value "$@"; SEED="$2"; shift 2 ;;
     --train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers)
       require_option_value "$@"; PREPARE_ARGS+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 for n in "$STEPS" $STEP_COUNTS "$MAX_UPDATE" "$WARMUP" "$FT_UPDATES" "$FT_WARMUP" "$LORA_RANK" \
          "$EMBED_DIM" "$FFN_DIM" "$HEADS" "$TIME_EMBED_DIM" "$MAX_TOKENS" "$SEED"; do
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "positive whole number expected, got '$n'"
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || usage_error "positive whole number expected, got '$n'"
 done
-[[ -n "$STEP_COUNTS" ]] || die "--step-counts needs at least one step count"
+[[ -n "$STEP_COUNTS" ]] || usage_error "--step-counts needs at least one step count"
 [[ "$TIME_NETWORK" == per-block || "$TIME_NETWORK" == per-weight ]] \
-  || die "--time-network must be per-block or per-weight, got $TIME_NETWORK"
+  || usage_error "--time-network must be per-block or per-weight, got $TIME_NETWORK"
+[[ -z "$GPUS" ]] || require_gpus "$GPUS"
+use_project_python
+GPUS="${GPUS:-$(default_gpus)}"
 
 DATA_BIN="$WORK_DIR/data-bin"
 ODE_DIR="$WORK_DIR/checkpoints/nonauto-N$STEPS"
@@ -103,12 +110,13 @@ width() {  # width LAYERS — the size options of a model with LAYERS layers per
 evaluate() {  # evaluate DIR — translate and score DIR/eval-test/averaged.pt (a plain transformer;
               # copied from DIR/checkpoint_last.pt when missing)
   "$TRANSLATION/evaluate.sh" --data-bin "$DATA_BIN" --checkpoint-dir "$1" --average-last 1 \
+    --gpus "$(( GPUS > 0 ))" \
     --ref "$WORK_DIR/raw/test.es" --lang es -- --max-len-a 1.5 --max-len-b 10 > /dev/null
 }
 materialise() {  # materialise CHECKPOINT OUTPUT [export options] — a plain transformer checkpoint
   local checkpoint="$1" output="$2"
   shift 2
-  if ! stage_done "$output" "export of $checkpoint"; then
+  if run_stage "$output" "export of $checkpoint"; then
     mkdir -p "$(dirname "$output")"
     python -m ode_seq.cli.export --path "$checkpoint" "$@" --output "$output.tmp.pt" >&2
     publish "$output.tmp.pt" "$output"
@@ -120,7 +128,7 @@ fine_tune() {  # fine_tune DIR N' ARCH LR [fairseq options] — fine-tune the mo
   # shellcheck disable=SC2046
   "$TRANSLATION/train_bible.sh" --data-bin "$DATA_BIN" --save-dir "$dir" --arch "$arch" \
     --minutes 0 --max-update "$FT_UPDATES" --lr "$lr" --warmup "$FT_WARMUP" \
-    --max-tokens "$MAX_TOKENS" --seed "$SEED" --save-interval-updates "$FT_UPDATES" \
+    --max-tokens "$MAX_TOKENS" --seed "$SEED" --save-interval-updates "$FT_UPDATES" --gpus "$GPUS" \
     -- $(width "$steps") --encoder-normalize-before --decoder-normalize-before \
     --finetune-from-model "$WORK_DIR/adapt/N$steps/zero-shot/eval-test/averaged.pt" \
     --disable-validation "$@"
@@ -133,7 +141,7 @@ fine_tune() {  # fine_tune DIR N' ARCH LR [fairseq options] — fine-tune the mo
 # shellcheck disable=SC2046
 "$TRANSLATION/train_bible.sh" --data-bin "$DATA_BIN" --save-dir "$ODE_DIR" \
   --arch ode_transformer_nonauto_small --minutes 0 --max-update "$MAX_UPDATE" --lr "$LR" \
-  --warmup "$WARMUP" --max-tokens "$MAX_TOKENS" --seed "$SEED" \
+  --warmup "$WARMUP" --max-tokens "$MAX_TOKENS" --seed "$SEED" --gpus "$GPUS" \
   -- $(width "$STEPS") --time-network "$TIME_NETWORK" --time-embed-dim "$TIME_EMBED_DIM"
 
 # 3. Every step count: zero-shot, full fine-tune, LoRA fine-tune.

@@ -1,6 +1,9 @@
+#!/usr/bin/env bash
 # CNN/DailyMail recipe of ODE Transformer (Li et al. 2022; /work/shared/papers/ode_transformer.md).
 # The one place these numbers live: prepare.sh, train.sh and evaluate.sh source this file.
 # Values marked "assumed" are not stated for CNN/DM by the paper; they follow its WMT recipe.
+#
+# Usage: recipe.sh        print the recipe, one NAME=VALUE line per setting
 
 # Data
 CNNDM_SOURCE_SUBWORDS=500                  # sources truncated to 500 subwords
@@ -33,3 +36,21 @@ CNNDM_MIN_LEN=55
 CNNDM_MAX_LEN_B=140
 CNNDM_NO_REPEAT_NGRAM=3
 
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then  # executed, not sourced
+  set -euo pipefail
+  source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+  case "${1:-}" in
+    "") ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
+  esac
+  for name in "${!CNNDM_@}"; do
+    if [[ "$name" == CNNDM_ARCH_OF_METHOD ]]; then
+      for method in "${!CNNDM_ARCH_OF_METHOD[@]}"; do
+        echo "CNNDM_ARCH_OF_METHOD[$method]=${CNNDM_ARCH_OF_METHOD[$method]}"
+      done
+    else
+      echo "$name=${!name}"
+    fi
+  done
+fi

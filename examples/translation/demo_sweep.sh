@@ -10,11 +10,11 @@
 #                       of work on a shared machine; the demo itself uses every core)
 #   --output FILE       the Markdown table (default: WORK_DIR/sweep.md)
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
 
 # name → run_bible_demo.sh options (architecture, width, depth, vocabulary, batch, learning rate,
-# warmup, dropout). Update budgets give every setting about 8 CPU-minutes of training at one
+# warmup, dropout), trained on the CPU. Update budgets give every setting about 8 CPU-minutes of training at one
 # thread (measured per update beforehand); the table reports what each run really took.
 D128="--encoder-embed-dim 128 --decoder-embed-dim 128 --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512"
 declare -A SETTING=(
@@ -46,14 +46,15 @@ while [[ $# -gt 0 ]]; do
     --settings) require_option_value "$@"; SETTINGS="$2"; shift 2 ;;
     --threads) require_option_value "$@"; THREADS="$2"; shift 2 ;;
     --output) require_option_value "$@"; OUTPUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 for name in $SETTINGS; do
-  [[ -n "${SETTING[$name]:-}" ]] || die "unknown setting '$name'; choose from: ${ORDER[*]}"
+  [[ -n "${SETTING[$name]:-}" ]] || usage_error "unknown setting '$name'; choose from: ${ORDER[*]}"
 done
-[[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || die "--threads must be a positive whole number, got $THREADS"
+require_positive --threads "$THREADS"
+use_project_python
 OUTPUT="${OUTPUT:-$WORK_DIR/sweep.md}"
 mkdir -p "$WORK_DIR"
 
@@ -65,7 +66,7 @@ for name in $SETTINGS; do
   echo "${SETTING[$name]}" > "$run_dir/options.txt"
   # shellcheck disable=SC2086  # the options are words
   OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS" /usr/bin/time -f "%e %U %S" -o "$run_dir/time.tmp" \
-    "$HERE/run_bible_demo.sh" --work-dir "$run_dir" --workers "$THREADS" ${SETTING[$name]} \
+    "$HERE/run_bible_demo.sh" --work-dir "$run_dir" --workers "$THREADS" --gpus 0 ${SETTING[$name]} \
     > "$run_dir/demo.out" 2> "$run_dir/demo.err" || die "setting $name failed; see $run_dir/demo.err"
   publish "$run_dir/time.tmp" "$run_dir/time.txt"
 done

@@ -4,7 +4,7 @@
 # Each stage (average → generate → score) is skipped when its output exists in --out-dir;
 # --out-dir/run-config.txt refuses a rerun with other settings or after more training.
 #
-# Usage: evaluate.sh --data-bin DIR --checkpoint-dir DIR --ref FILE --lang LANG [options]
+# Usage: evaluate.sh --data-bin DIR --checkpoint-dir DIR --ref FILE --lang LANG [options] [-- generate options]
 #   --ref FILE            detokenised references of --subset, one per line
 #   --lang LANG           target language (Moses rules for tokenised BLEU and detokenisation)
 #   --out-dir DIR         (default: CHECKPOINT_DIR/eval-SUBSET)
@@ -14,9 +14,10 @@
 #   --beam N --lenpen X   (default: 4, 0.6 as in the paper)
 #   --remove-bpe KIND     sentencepiece or subword_nmt (default: sentencepiece)
 #   --max-tokens N        generation batch size in tokens (default: 8000)
+#   --gpus N              0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
 # Anything after `--` is passed to fairseq-generate.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 DATA_BIN=""
 CHECKPOINT_DIR=""
@@ -30,6 +31,7 @@ BEAM=4
 LENPEN=0.6
 REMOVE_BPE=sentencepiece
 MAX_TOKENS=8000
+GPUS=""
 EXTRA=()
 
 while [[ $# -gt 0 ]]; do
@@ -46,16 +48,24 @@ while [[ $# -gt 0 ]]; do
     --lenpen) require_option_value "$@"; LENPEN="$2"; shift 2 ;;
     --remove-bpe) require_option_value "$@"; REMOVE_BPE="$2"; shift 2 ;;
     --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
+    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 [[ -n "$DATA_BIN" && -n "$CHECKPOINT_DIR" && -n "$REF" && -n "$LANG_TGT" ]] \
-  || die "--data-bin, --checkpoint-dir, --ref and --lang are required (see --help)"
+  || usage_error "--data-bin, --checkpoint-dir, --ref and --lang are required (see --help)"
 [[ "$CHECKPOINT_KIND" == epoch || "$CHECKPOINT_KIND" == update ]] \
-  || die "--checkpoint-kind must be epoch or update, got $CHECKPOINT_KIND"
-[[ "$AVERAGE_LAST" =~ ^[1-9][0-9]*$ ]] || die "--average-last must be a positive number"
+  || usage_error "--checkpoint-kind must be epoch or update, got $CHECKPOINT_KIND"
+require_positive --average-last "$AVERAGE_LAST"
+require_positive --beam "$BEAM"
+require_positive --max-tokens "$MAX_TOKENS"
+[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
+use_project_python
+GPUS="${GPUS:-$(default_gpus)}"
+DEVICE=()
+[[ "$GPUS" -gt 0 ]] || DEVICE=(--cpu)
 [[ -d "$DATA_BIN" ]] || die "data-bin $DATA_BIN does not exist; run the prepare script first"
 require_file "$REF" "pass the detokenised references of subset '$SUBSET' with --ref"
 OUT_DIR="${OUT_DIR:-$CHECKPOINT_DIR/eval-$SUBSET}"
@@ -74,7 +84,7 @@ fi
 
 # 1. Checkpoint averaging (the paper averages the last 5 epochs).
 MODEL="$OUT_DIR/averaged.pt"
-if ! stage_done "$MODEL" "checkpoint averaging"; then
+if run_stage "$MODEL" "checkpoint averaging"; then
   if [[ "$AVERAGE_LAST" -eq 1 ]]; then
     cp "$CHECKPOINT_DIR/checkpoint_last.pt" "$MODEL.tmp"
     publish "$MODEL.tmp" "$MODEL"
@@ -86,17 +96,17 @@ fi
 
 # 2. Beam search over the binarised subset; subword units removed, Moses tokens kept.
 GENERATED="$OUT_DIR/generate-$SUBSET.txt"
-if ! stage_done "$GENERATED" "generation"; then
+if run_stage "$GENERATED" "generation"; then
   fairseq-generate "$DATA_BIN" --user-dir "$REPO_ROOT/user_dir" --path "$MODEL" \
     --gen-subset "$SUBSET" --beam "$BEAM" --lenpen "$LENPEN" --remove-bpe "$REMOVE_BPE" \
-    --max-tokens "$MAX_TOKENS" "${EXTRA[@]}" > "$GENERATED.tmp" 2> "$OUT_DIR/generate.log" \
+    --max-tokens "$MAX_TOKENS" "${DEVICE[@]}" "${EXTRA[@]}" > "$GENERATED.tmp" 2> "$OUT_DIR/generate.log" \
     || { rm -f "$GENERATED.tmp"; die "fairseq-generate failed; see $OUT_DIR/generate.log"; }
   publish "$GENERATED.tmp" "$GENERATED"
 fi
 
 # 3. Scores; an error names sentences that fairseq-generate skipped.
 SCORES="$OUT_DIR/scores.txt"
-if ! stage_done "$SCORES" "scoring"; then
+if run_stage "$SCORES" "scoring"; then
   "$REPO_ROOT/examples/translation/score.sh" --hyp "$GENERATED" --hyp-format fairseq \
     --hyp-tokenized --ref "$REF" --lang "$LANG_TGT" --json "$OUT_DIR/scores.json" > "$SCORES.tmp" \
     || { rm -f "$SCORES.tmp"; die "scoring failed (message above)"; }

@@ -15,7 +15,7 @@
 # Result: DIR/data-bin (fairseq), DIR/spm.model, DIR/raw/test.TGT (detokenised references),
 #         DIR/corpus/SPLIT.ref (verse references, line-aligned with the text).
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 WORK_DIR="$REPO_ROOT/work-dirs/bible-en-es"
 CORPUS_DIR="$REPO_ROOT/examples/translation/data"
@@ -38,17 +38,20 @@ while [[ $# -gt 0 ]]; do
     --valid-pairs) require_option_value "$@"; VALID_PAIRS="$2"; shift 2 ;;
     --test-pairs) require_option_value "$@"; TEST_PAIRS="$2"; shift 2 ;;
     --workers) require_option_value "$@"; WORKERS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 
 declare -A COLUMN=([en]=2 [es]=3)
 [[ -n "${COLUMN[$SRC]:-}" && -n "${COLUMN[$TGT]:-}" && "$SRC" != "$TGT" ]] \
-  || die "--src/--tgt must be en and es (in either order), got $SRC → $TGT"
-for n in "$VOCAB_SIZE" "$TRAIN_PAIRS" "$VALID_PAIRS" "$TEST_PAIRS" "$WORKERS"; do
-  [[ "$n" =~ ^[0-9]+$ ]] || die "numeric option expected, got '$n'"
-done
+  || usage_error "--src/--tgt must be en and es (in either order), got $SRC → $TGT"
+require_positive --vocab-size "$VOCAB_SIZE"
+require_positive --workers "$WORKERS"
+require_whole --train-pairs "$TRAIN_PAIRS"
+require_whole --valid-pairs "$VALID_PAIRS"
+require_whole --test-pairs "$TEST_PAIRS"
+use_project_python
 declare -A PAIRS=([train]=$TRAIN_PAIRS [valid]=$VALID_PAIRS [test]=$TEST_PAIRS)
 for split in train valid test; do
   require_file "$CORPUS_DIR/$split.tsv.gz" \
@@ -56,7 +59,7 @@ for split in train valid test; do
 done
 
 # The first N pairs of each split as one raw text file per language, plus verse references.
-if ! stage_done "$WORK_DIR/corpus/test.ref" "corpus extraction"; then
+if run_stage "$WORK_DIR/corpus/test.ref" "corpus extraction"; then
   mkdir -p "$WORK_DIR/corpus"
   for split in train valid test; do
     tsv="$WORK_DIR/corpus/$split.tsv.tmp"

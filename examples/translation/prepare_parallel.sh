@@ -17,7 +17,7 @@
 #   --workers N           (default: nproc)
 # Result: DIR/data-bin, DIR/raw/test.TGT (references for scoring), DIR/bpe.codes or DIR/spm.model.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
 
 TRAIN=""
@@ -47,30 +47,30 @@ while [[ $# -gt 0 ]]; do
     --max-len) require_option_value "$@"; MAX_LEN="$2"; shift 2 ;;
     --ratio) require_option_value "$@"; RATIO="$2"; shift 2 ;;
     --workers) require_option_value "$@"; WORKERS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 [[ -n "$TRAIN" && -n "$VALID" && -n "$TEST" && -n "$SRC" && -n "$TGT" && -n "$WORK_DIR" ]] \
-  || die "--train, --valid, --test, --src, --tgt and --work-dir are required (see --help)"
-[[ "$SUBWORD" == bpe || "$SUBWORD" == sentencepiece ]] || die "--subword must be bpe or sentencepiece"
-[[ -z "$BPE_CODES" || "$SUBWORD" == bpe ]] || die "--bpe-codes needs --subword bpe"
+  || usage_error "--train, --valid, --test, --src, --tgt and --work-dir are required (see --help)"
+[[ "$SUBWORD" == bpe || "$SUBWORD" == sentencepiece ]] || usage_error "--subword must be bpe or sentencepiece"
+[[ -z "$BPE_CODES" || "$SUBWORD" == bpe ]] || usage_error "--bpe-codes needs --subword bpe"
 [[ -z "$BPE_CODES" || -s "$BPE_CODES" ]] || die "BPE codes file $BPE_CODES is missing or empty"
 # Absolute paths, so that the recorded settings do not depend on the directory the script ran from.
 TRAIN="$(realpath -m -- "$TRAIN")" VALID="$(realpath -m -- "$VALID")" TEST="$(realpath -m -- "$TEST")"
 WORK_DIR="$(realpath -m -- "$WORK_DIR")"
 [[ -z "$BPE_CODES" ]] || BPE_CODES="$(realpath -m -- "$BPE_CODES")"
-for n in "$VOCAB_SIZE" "$MAX_LEN" "$WORKERS"; do
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "a positive whole number was expected, got '$n'"
-done
+require_positive --vocab-size "$VOCAB_SIZE"
+require_positive --max-len "$MAX_LEN"
+require_positive --workers "$WORKERS"
+use_project_python
 require_command sacremoses "pip install sacremoses"
-require_command fairseq-preprocess "activate the project's virtual environment"
 [[ "$SUBWORD" == sentencepiece ]] || require_command subword-nmt "pip install subword-nmt"
 
 declare -A PREFIX=([train]="$TRAIN" [valid]="$VALID" [test]="$TEST")
 
 # 1. Validate and copy the raw text (training pairs may hold empty lines: cleaning drops them).
-if ! stage_done "$WORK_DIR/raw" "input check"; then
+if run_stage "$WORK_DIR/raw" "input check"; then
   rm -rf "$WORK_DIR/raw.tmp" && mkdir -p "$WORK_DIR/raw.tmp"
   for split in train valid test; do
     allow_empty=()
@@ -87,7 +87,7 @@ check_run_config "$WORK_DIR" "train=$TRAIN valid=$VALID test=$TEST src=$SRC tgt=
 subword=$SUBWORD vocab=$VOCAB_SIZE codes=$BPE_CODES max_len=$MAX_LEN ratio=$RATIO"
 
 # 2. Moses normalisation (control characters removed) and tokenisation with aggressive dash splits.
-if ! stage_done "$WORK_DIR/tok" "tokenisation"; then
+if run_stage "$WORK_DIR/tok" "tokenisation"; then
   rm -rf "$WORK_DIR/tok.tmp" && mkdir -p "$WORK_DIR/tok.tmp"
   for split in train valid test; do
     for lang in "$SRC" "$TGT"; do
@@ -104,7 +104,7 @@ if [[ "$SUBWORD" == bpe ]]; then
     CODES="$BPE_CODES"
   else
     CODES="$WORK_DIR/bpe.codes"
-    if ! stage_done "$CODES" "BPE learning ($VOCAB_SIZE merges)"; then
+    if run_stage "$CODES" "BPE learning ($VOCAB_SIZE merges)"; then
       subword-nmt learn-joint-bpe-and-vocab --input "$WORK_DIR/tok/train.$SRC" "$WORK_DIR/tok/train.$TGT" \
         --symbols "$VOCAB_SIZE" --output "$CODES.tmp" \
         --write-vocabulary "$WORK_DIR/bpe.vocab.$SRC" "$WORK_DIR/bpe.vocab.$TGT"
@@ -113,13 +113,13 @@ if [[ "$SUBWORD" == bpe ]]; then
   fi
   encode() { subword-nmt apply-bpe --codes "$CODES" --num-workers "$WORKERS"; }
 else
-  if ! stage_done "$WORK_DIR/spm.model" "SentencePiece training ($VOCAB_SIZE pieces)"; then
+  if run_stage "$WORK_DIR/spm.model" "SentencePiece training ($VOCAB_SIZE pieces)"; then
     python "$HERE/sentencepiece_tool.py" train --model-prefix "$WORK_DIR/spm" \
       --vocab-size "$VOCAB_SIZE" --threads "$WORKERS" "$WORK_DIR/tok/train.$SRC" "$WORK_DIR/tok/train.$TGT"
   fi
   encode() { python "$HERE/sentencepiece_tool.py" encode --model "$WORK_DIR/spm.model"; }
 fi
-if ! stage_done "$WORK_DIR/subwords" "subword segmentation"; then
+if run_stage "$WORK_DIR/subwords" "subword segmentation"; then
   [[ "$SUBWORD" == sentencepiece ]] || require_file "$CODES" "the BPE codes file is needed to segment"
   rm -rf "$WORK_DIR/subwords.tmp" && mkdir -p "$WORK_DIR/subwords.tmp"
   for split in train valid test; do
@@ -131,7 +131,7 @@ if ! stage_done "$WORK_DIR/subwords" "subword segmentation"; then
 fi
 
 # 4. Length filter on the training pairs only (valid and test stay complete).
-if ! stage_done "$WORK_DIR/clean" "training pair filter"; then
+if run_stage "$WORK_DIR/clean" "training pair filter"; then
   rm -rf "$WORK_DIR/clean.tmp" && mkdir -p "$WORK_DIR/clean.tmp"
   python "$HERE/parallel_text.py" clean "$WORK_DIR/subwords/train" "$WORK_DIR/clean.tmp/train" \
     "$SRC" "$TGT" --max-len "$MAX_LEN" --ratio "$RATIO" >&2
@@ -144,7 +144,7 @@ if ! stage_done "$WORK_DIR/clean" "training pair filter"; then
 fi
 
 # 5. Binarise with one dictionary for both languages (so embeddings can be shared).
-if ! stage_done "$WORK_DIR/data-bin" "binarisation"; then
+if run_stage "$WORK_DIR/data-bin" "binarisation"; then
   rm -rf "$WORK_DIR/data-bin.tmp"
   fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" \
     --trainpref "$WORK_DIR/clean/train" --validpref "$WORK_DIR/clean/valid" \

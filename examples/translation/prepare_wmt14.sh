@@ -16,7 +16,7 @@
 #   --vocab-size N        merges or pieces (default: 32000 En-De, 40000 En-Fr)
 #   --workers N           (default: nproc)
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
 
 PAIR=en-de
@@ -34,8 +34,8 @@ while [[ $# -gt 0 ]]; do
     --subword) require_option_value "$@"; SUBWORD="$2"; shift 2 ;;
     --vocab-size) require_option_value "$@"; VOCAB_SIZE="$2"; shift 2 ;;
     --workers) require_option_value "$@"; WORKERS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 
@@ -68,12 +68,16 @@ case "$PAIR" in
              un:un/undoc.2000.fr-en nc-v9:training/news-commentary-v9.fr-en
              giga-fren:giga-fren.release2.fixed)
     TEST_SGM=(test-full/newstest2014-fren-src.en.sgm test-full/newstest2014-fren-ref.fr.sgm) ;;
-  *) die "--pair must be en-de or en-fr, got $PAIR" ;;
+  *) usage_error "--pair must be en-de or en-fr, got $PAIR" ;;
 esac
 SRC=en
 VALID_SGM=(test/newstest2013-src.en.sgm "test/newstest2013-src.$TGT.sgm")
 WORK_DIR="${WORK_DIR:-$REPO_ROOT/work-dirs/wmt14-$PAIR}"
 VOCAB_SIZE="${VOCAB_SIZE:-$DEFAULT_VOCAB}"
+[[ "$SUBWORD" == bpe || "$SUBWORD" == sentencepiece ]] || usage_error "--subword must be bpe or sentencepiece"
+require_positive --vocab-size "$VOCAB_SIZE"
+require_positive --workers "$WORKERS"
+use_project_python
 require_command curl "install curl"
 mkdir -p "$DOWNLOAD_DIR" "$WORK_DIR"
 
@@ -105,7 +109,7 @@ verify_archive() {  # verify_archive FILE NAME — size and checksum, or archive
 # 1. Downloads: curl resumes partial files (FILE.part); a file is renamed only once verified.
 for name in "${ARCHIVES[@]}"; do
   file="$(archive_path "$name")"
-  stage_done "$file" "download of $name" && continue
+  run_stage "$file" "download of $name" || continue
   url="$(archive_field "$name" 2)"
   if ! { [[ -e "$file.part" ]] && verify_archive "$file.part" "$name" > /dev/null; }; then
     curl -fL --retry 3 --continue-at - --output "$file.part" "$url" \
@@ -123,7 +127,7 @@ for name in "${ARCHIVES[@]}"; do
 done
 
 # 2. Raw text: training corpora concatenated (equal line counts checked), valid/test from SGML.
-if ! stage_done "$WORK_DIR/text" "text extraction"; then
+if run_stage "$WORK_DIR/text" "text extraction"; then
   if [[ -s "$DOWNLOAD_DIR/SHA256SUMS" ]]; then
     (cd "$DOWNLOAD_DIR" && sha256sum --check --quiet --ignore-missing SHA256SUMS) \
       || die "an archive in $DOWNLOAD_DIR changed since it was first verified (see SHA256SUMS)"

@@ -27,12 +27,14 @@
 #   --train-pairs N --valid-pairs N --test-pairs N --vocab-size N --workers N   for prepare_bible.sh
 #                         (default: the whole corpus, a vocabulary of 4000)
 #   --jobs N              runs at a time, one intra-op thread each (default: nproc)
+#   --gpus N              0 = train on the CPU, N > 1 = data-parallel on N GPUs, for every run
+#                         (default: 1 if CUDA is visible, else 0)
 #   --output FILE         the Markdown table (default: WORK_DIR/results.md, with --tune
 #                         WORK_DIR/results-tuned.md; the tuning table is WORK_DIR/tuning.md)
 # Layout: every run is WORK_DIR/grid/CONFIG/lrLR-warmupN/seedS; WORK_DIR/runs/CONFIG (one recipe)
 # and WORK_DIR/tuned/CONFIG (tuned) link to the setting each table reports.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
 
 declare -A CONFIG_ARCH=(
@@ -59,6 +61,7 @@ EMBED_DIM=128
 SAVE_INTERVAL=50
 PREPARE_ARGS=(--vocab-size 4000)
 JOBS="$(nproc)"
+GPUS=""
 OUTPUT=""
 RUN=()
 
@@ -79,26 +82,32 @@ while [[ $# -gt 0 ]]; do
     --train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers)
       require_option_value "$@"; PREPARE_ARGS+=("$1" "$2"); shift 2 ;;
     --jobs) require_option_value "$@"; JOBS="$2"; shift 2 ;;
+    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
     --output) require_option_value "$@"; OUTPUT="$2"; shift 2 ;;
-    --run) [[ $# -ge 6 ]] || die "--run needs CONFIG SEED LR WARMUP STAGES"; RUN=("$2" "$3" "$4" "$5" "$6"); shift 6 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    --run) [[ $# -ge 6 ]] || usage_error "--run needs CONFIG SEED LR WARMUP STAGES"; RUN=("$2" "$3" "$4" "$5" "$6"); shift 6 ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 for config in $CONFIGS; do
   [[ -n "${CONFIG_ARCH[$config]:-}" ]] \
-    || die "unknown configuration '$config'; choose from: ${!CONFIG_ARCH[*]}"
+    || usage_error "unknown configuration '$config'; choose from: ${!CONFIG_ARCH[*]}"
 done
 for value in "$MAX_UPDATE" "$MAX_TOKENS" "$WARMUP" "$EMBED_DIM" "$SAVE_INTERVAL" "$JOBS" $SEEDS $TUNE_WARMUPS; do
-  [[ "$value" =~ ^[1-9][0-9]*$ ]] || die "sizes, counts, warmups and seeds must be positive whole numbers, got '$value'"
+  [[ "$value" =~ ^[1-9][0-9]*$ ]] \
+    || usage_error "sizes, counts, warmups and seeds must be positive whole numbers, got '$value'"
 done
 for value in "$LR" $TUNE_LRS; do
-  [[ "$value" =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || die "learning rates must be numbers such as 2e-3, got '$value'"
+  [[ "$value" =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || usage_error "learning rates must be numbers such as 2e-3, got '$value'"
 done
-[[ -n "$SEEDS" ]] || die "--seeds needs at least one seed"
-(( MAX_UPDATE >= 5 * SAVE_INTERVAL )) || die "--max-update $MAX_UPDATE saves fewer than the 5 checkpoints \
-that are averaged; give at least 5 × --save-interval-updates ($SAVE_INTERVAL) updates"
-(( EMBED_DIM % 32 == 0 )) || die "--embed-dim must be a multiple of 32 (one head per 32 dimensions), got $EMBED_DIM"
+[[ -n "$SEEDS" ]] || usage_error "--seeds needs at least one seed"
+(( MAX_UPDATE >= 5 * SAVE_INTERVAL )) || usage_error "--max-update $MAX_UPDATE saves fewer than the 5 \
+checkpoints that are averaged; give at least 5 × --save-interval-updates ($SAVE_INTERVAL) updates"
+(( EMBED_DIM % 32 == 0 )) \
+  || usage_error "--embed-dim must be a multiple of 32 (one head per 32 dimensions), got $EMBED_DIM"
+[[ -z "$GPUS" ]] || require_gpus "$GPUS"
+use_project_python
+GPUS="${GPUS:-$(default_gpus)}"
 
 recipe() {  # recipe LR WARMUP — the settings line a run directory records
   echo "max_update=$MAX_UPDATE max_tokens=$MAX_TOKENS lr=$1 warmup=$2 embed_dim=$EMBED_DIM"
@@ -116,7 +125,7 @@ run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all a
   OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$HERE/train_bible.sh" --data-bin "$WORK_DIR/data-bin" \
     --save-dir "$save_dir" --arch "${CONFIG_ARCH[$config]}" --minutes 0 --max-update "$MAX_UPDATE" \
     --max-tokens "$MAX_TOKENS" --lr "$lr" --warmup "$warmup" --seed "$seed" \
-    --save-interval-updates "$SAVE_INTERVAL" \
+    --save-interval-updates "$SAVE_INTERVAL" --gpus "$GPUS" \
     -- --encoder-layers "${CONFIG_ENCODER_LAYERS[$config]}" --decoder-layers 6 \
     --encoder-embed-dim "$EMBED_DIM" --decoder-embed-dim "$EMBED_DIM" \
     --encoder-ffn-embed-dim "$((4 * EMBED_DIM))" --decoder-ffn-embed-dim "$((4 * EMBED_DIM))" \
@@ -124,7 +133,7 @@ run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all a
     > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
   if [[ "$stages" == all ]]; then
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$HERE/evaluate.sh" --data-bin "$WORK_DIR/data-bin" \
-      --checkpoint-dir "$save_dir" --ref "$WORK_DIR/raw/test.es" --lang es \
+      --checkpoint-dir "$save_dir" --ref "$WORK_DIR/raw/test.es" --lang es --gpus "$(( GPUS > 0 ))" \
       --average-last 5 --checkpoint-kind update -- --max-len-a 1.5 --max-len-b 10 > /dev/null
   fi
   log "finished $config seed $seed (lr $lr, warmup $warmup)"
@@ -137,7 +146,8 @@ fi
 
 run_all() {  # lines "CONFIG SEED LR WARMUP STAGES" on standard input, run --jobs at a time
   xargs -P "$JOBS" -n 5 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDATE" \
-    --max-tokens "$MAX_TOKENS" --embed-dim "$EMBED_DIM" --save-interval-updates "$SAVE_INTERVAL" --run \
+    --max-tokens "$MAX_TOKENS" --embed-dim "$EMBED_DIM" --save-interval-updates "$SAVE_INTERVAL" \
+    --gpus "$GPUS" --run \
     || die "some runs failed (messages above); rerun to resume"
 }
 

@@ -7,9 +7,10 @@
 #
 # Usage: run_bible_demo.sh [options] [-- extra fairseq-train options]
 #   --work-dir DIR        (default: work-dirs/bible-en-es)
-#   --arch NAME           (default: $ODE_SEQ_ARCH or the demo's setting below); every model is
-#                         trained at the demo's width (d = 128, FFN 512) unless the extra
-#                         options set another
+#   --arch NAME           (default: the demo's setting below); every model is trained at the
+#                         demo's width (d = 128, FFN 512) unless the extra options set another
+#   --gpus N              0 = train on the CPU, N > 1 = data-parallel on N GPUs
+#                         (default: 1 if CUDA is visible, else 0)
 #   --compare             also train the residual baseline (ode_transformer_euler_small) with the
 #                         same recipe and update budget, and report both
 #   --max-update N        updates per model (default: the demo's setting)
@@ -20,7 +21,7 @@
 #   --max-len-a A --max-len-b B   translations stop at A·source length + B tokens (default: 1.5, 10)
 #   --train-pairs N --valid-pairs N --test-pairs N --vocab-size N --workers N   for prepare_bible.sh
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
 
 # The demo's setting: the best test BLEU of the sweep in docs/demo.md whose whole run fits in 15
@@ -40,7 +41,8 @@ DEMO_VOCAB_SIZE=4000
 EXPECTED_UPS=1.5
 
 WORK_DIR="$REPO_ROOT/work-dirs/bible-en-es"
-ARCHS=("${ODE_SEQ_ARCH:-$DEMO_ARCH}")
+ARCHS=("$DEMO_ARCH")
+GPUS=""
 BASELINE=ode_transformer_euler_small
 MAX_UPDATE=$DEMO_MAX_UPDATE
 MAX_TOKENS=$DEMO_MAX_TOKENS
@@ -59,6 +61,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
     --arch) require_option_value "$@"; ARCHS[0]="$2"; shift 2 ;;
+    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
     --compare) ARCHS+=("$BASELINE"); shift ;;
     --max-update) require_option_value "$@"; MAX_UPDATE="$2"; shift 2 ;;
     --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
@@ -73,20 +76,22 @@ while [[ $# -gt 0 ]]; do
     --train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers)
       require_option_value "$@"; PREPARE_ARGS+=("$1" "$2"); shift 2 ;;
     --) shift; TRAIN_EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
-[[ "$MAX_UPDATE" =~ ^[1-9][0-9]*$ ]] || die "--max-update must be a positive whole number, got $MAX_UPDATE"
+require_positive --max-update "$MAX_UPDATE"
 SAVE_INTERVAL_UPDATES="${SAVE_INTERVAL_UPDATES:-$(( MAX_UPDATE >= 10 ? MAX_UPDATE / 10 : 1 ))}"
-[[ "$SAVE_INTERVAL_UPDATES" =~ ^[1-9][0-9]*$ ]] \
-  || die "--save-interval-updates must be a positive whole number, got $SAVE_INTERVAL_UPDATES"
+require_positive --save-interval-updates "$SAVE_INTERVAL_UPDATES"
+[[ -z "$GPUS" ]] || require_gpus "$GPUS"
+use_project_python
+GPUS="${GPUS:-$(default_gpus)}"
 RECIPE="$MAX_UPDATE updates of $MAX_TOKENS tokens, lr $LR, warmup $WARMUP, dropout $DROPOUT, seed $SEED"
 
-# The expected speed only holds for the demo's own setting.
+# The expected speed only holds for the demo's own setting, on the CPU.
 demo_setting() {  # demo_setting ARCH — true when ARCH is trained exactly as measured
   [[ "$1" == "$DEMO_ARCH" && "$MAX_TOKENS" == "$DEMO_MAX_TOKENS" && ${#TRAIN_EXTRA[@]} -eq 0 \
-     && " ${PREPARE_ARGS[*]} " != *" --train-pairs "* ]]
+     && " ${PREPARE_ARGS[*]} " != *" --train-pairs "* && "$GPUS" -eq 0 ]]
 }
 
 log "prepare the corpus (a few seconds; the whole log: $WORK_DIR/prepare.log)"
@@ -101,7 +106,7 @@ for arch in "${ARCHS[@]}"; do
   log "train $arch: $RECIPE"
   "$HERE/train_bible.sh" --data-bin "$WORK_DIR/data-bin" --save-dir "$save_dir" --arch "$arch" \
     --minutes 0 --max-update "$MAX_UPDATE" --max-tokens "$MAX_TOKENS" --lr "$LR" --warmup "$WARMUP" \
-    --seed "$SEED" --save-interval-updates "$SAVE_INTERVAL_UPDATES" "${expected[@]}" \
+    --seed "$SEED" --gpus "$GPUS" --save-interval-updates "$SAVE_INTERVAL_UPDATES" "${expected[@]}" \
     -- "${DEMO_WIDTH[@]}" --dropout "$DROPOUT" "${TRAIN_EXTRA[@]}"
   saved="$(find "$save_dir" -maxdepth 1 -name 'checkpoint_*_*.pt' | wc -l)"
   if [[ "$saved" -ge 2 ]]; then
@@ -111,7 +116,7 @@ for arch in "${ARCHS[@]}"; do
   fi
   log "translate the test set with $arch (beam 4)"
   "$HERE/evaluate.sh" --data-bin "$WORK_DIR/data-bin" --checkpoint-dir "$save_dir" \
-    --ref "$WORK_DIR/raw/test.es" --lang es "${average[@]}" \
+    --gpus "$(( GPUS > 0 ))" --ref "$WORK_DIR/raw/test.es" --lang es "${average[@]}" \
     -- --max-len-a "$MAX_LEN_A" --max-len-b "$MAX_LEN_B" > /dev/null
   if [[ "$KEEP_CHECKPOINTS" -eq 0 ]]; then
     find "$save_dir" -maxdepth 1 -name 'checkpoint*.pt' -delete
@@ -132,7 +137,7 @@ python "$HERE/show_translations.py" --generated "$MODEL_DIR/generate-test.txt" \
   --source "$WORK_DIR/raw/test.en" --reference "$WORK_DIR/raw/test.es" --lang es
 SENTENCE="In the beginning God created the heavens and the earth."
 cat <<EOF
-Translate your own sentences (in the project's environment: source $REPO_ROOT/.venv/bin/activate):
+Translate your own sentences (in the project's environment: source ${ODE_SEQ_VENV:-$REPO_ROOT/.venv}/bin/activate):
   echo "$SENTENCE" | fairseq-interactive $WORK_DIR/data-bin --user-dir $REPO_ROOT/user_dir --path $MODEL_DIR/averaged.pt --source-lang en --target-lang es --tokenizer moses --bpe sentencepiece --sentencepiece-model $WORK_DIR/spm.model --beam 4 --lenpen 0.6 2>/dev/null | grep ^D- | cut -f3
   cd $REPO_ROOT && python -W ignore -c "import user_dir; from fairseq.models.transformer import TransformerModel as M; m = M.from_pretrained('$MODEL_DIR', checkpoint_file='averaged.pt', data_name_or_path='$WORK_DIR/data-bin', tokenizer='moses', bpe='sentencepiece', sentencepiece_model='$WORK_DIR/spm.model'); print(m.translate('$SENTENCE', beam=4, lenpen=0.6))"
 Model: $MODEL_DIR/averaged.pt ($(du -h "$MODEL_DIR/averaged.pt" | cut -f1)); training log: $WORK_DIR/checkpoints/${ARCHS[0]}/train.log

@@ -4,9 +4,12 @@
 # marks a finished run, which is then skipped.
 #
 # Usage: train_bible.sh [options] [-- extra fairseq-train options]
-#   --data-bin DIR        (default: work-dirs/bible-en-es/data-bin)
-#   --save-dir DIR        (default: work-dirs/bible-en-es/checkpoints/ARCH)
-#   --arch NAME           (default: $ODE_SEQ_ARCH or ode_transformer_rk4_small)
+#   --work-dir DIR        (default: work-dirs/bible-en-es)
+#   --data-bin DIR        (default: WORK_DIR/data-bin)
+#   --save-dir DIR        (default: WORK_DIR/checkpoints/ARCH)
+#   --arch NAME           (default: ode_transformer_rk4_small)
+#   --gpus N              0 = train on the CPU, N > 1 = data-parallel on N GPUs
+#                         (default: 1 if CUDA is visible, else 0)
 #   --minutes M           stop after M minutes of training, fairseq --stop-time-hours (default: 12)
 #   --max-update N        stop after N updates instead (0 = no limit; default: 0)
 #   --max-tokens N        tokens per batch (default: 2048)
@@ -17,12 +20,13 @@
 #                         state it and warn early when this machine is much slower (default: none)
 # Anything after `--` is passed to fairseq-train (e.g. smaller sizes: --encoder-embed-dim 32).
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 WORK_DIR="$REPO_ROOT/work-dirs/bible-en-es"
-DATA_BIN="$WORK_DIR/data-bin"
+DATA_BIN=""
 SAVE_DIR=""
-ARCH="${ODE_SEQ_ARCH:-ode_transformer_rk4_small}"
+ARCH=ode_transformer_rk4_small
+GPUS=""
 MINUTES=12
 MAX_UPDATE=0
 MAX_TOKENS=2048
@@ -35,9 +39,11 @@ EXTRA=()
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
     --data-bin) require_option_value "$@"; DATA_BIN="$2"; shift 2 ;;
     --save-dir) require_option_value "$@"; SAVE_DIR="$2"; shift 2 ;;
     --arch) require_option_value "$@"; ARCH="$2"; shift 2 ;;
+    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
     --minutes) require_option_value "$@"; MINUTES="$2"; shift 2 ;;
     --max-update) require_option_value "$@"; MAX_UPDATE="$2"; shift 2 ;;
     --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
@@ -47,25 +53,27 @@ while [[ $# -gt 0 ]]; do
     --seed) require_option_value "$@"; SEED="$2"; shift 2 ;;
     --expected-ups) require_option_value "$@"; EXPECTED_UPS="$2"; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
+DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
 SAVE_DIR="${SAVE_DIR:-$WORK_DIR/checkpoints/$ARCH}"
+require_whole --max-update "$MAX_UPDATE"
+[[ "$MINUTES" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage_error "--minutes must be a non-negative number, got $MINUTES"
+[[ "$MAX_UPDATE" -gt 0 || ! "$MINUTES" =~ ^0*([.]0*)?$ ]] \
+  || usage_error "give a budget: --minutes M and/or --max-update N"
+[[ -z "$GPUS" ]] || require_gpus "$GPUS"
+use_project_python
 require_file "$DATA_BIN/dict.en.txt" "run examples/translation/prepare_bible.sh first (or pass --data-bin)"
-require_command fairseq-train "activate the project's virtual environment"
-[[ "$MAX_UPDATE" =~ ^[0-9]+$ ]] || die "--max-update must be a whole number, got $MAX_UPDATE"
-STOP_HOURS="$(python -c "import sys; m = float(sys.argv[1]); assert m >= 0; print(m / 60)" \
-  "$MINUTES" 2>/dev/null)" || die "--minutes must be a non-negative number, got $MINUTES"
+STOP_HOURS="$(python -c "import sys; print(float(sys.argv[1]) / 60)" "$MINUTES")"
+GPUS="${GPUS:-$(default_gpus)}"
 
-if stage_done "$SAVE_DIR/train.done" "training $ARCH"; then
-  exit 0
-fi
+run_stage "$SAVE_DIR/train.done" "training $ARCH" || exit 0
 mkdir -p "$SAVE_DIR"
 BUDGET=()
 [[ "$MAX_UPDATE" -gt 0 ]] && BUDGET+=(--max-update "$MAX_UPDATE")
 [[ "$STOP_HOURS" != "0.0" ]] && BUDGET+=(--stop-time-hours "$STOP_HOURS")
-[[ ${#BUDGET[@]} -gt 0 ]] || die "give a budget: --minutes M and/or --max-update N"
 
 # One progress line per 10 updates (per tenth of a shorter budget).
 LOG_INTERVAL=10
@@ -87,7 +95,7 @@ fairseq-train "$DATA_BIN" --user-dir "$REPO_ROOT/user_dir" --arch "$ARCH" \
   --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
   --max-tokens "$MAX_TOKENS" --seed "$SEED" "${BUDGET[@]}" \
   --save-dir "$SAVE_DIR" --save-interval-updates "$SAVE_INTERVAL_UPDATES" --keep-interval-updates 5 \
-  --no-epoch-checkpoints \
+  --no-epoch-checkpoints $(train_device_options "$GPUS") \
   --log-format simple --log-interval "$LOG_INTERVAL" "${EXTRA[@]}" 2>&1 | "${PROGRESS[@]}" \
   || die "fairseq-train failed (its last lines are above; the whole log: $SAVE_DIR/train.log)"
 

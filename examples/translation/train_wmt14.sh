@@ -5,19 +5,24 @@
 # for any GPU count and --max-tokens: update-freq = ceil(4096·8·PAPER_UPDATE_FREQ / (gpus·max-tokens)).
 # fairseq resumes from SAVE_DIR/checkpoint_last.pt; SAVE_DIR/train.done marks a finished run.
 #
-# Usage: train_wmt14.sh --recipe NAME --data-bin DIR [options] [-- extra fairseq-train options]
+# Usage: train_wmt14.sh --recipe NAME [options] [-- extra fairseq-train options]
 #   --recipe NAME     base-residual | base-rk2-learned | base-rk4 | big-residual |
 #                     big-rk2-learned | big-e12-residual-rpr | big-e12-rk2-learned-rpr
 #   --pair en-de|en-fr     selects the paper's update-freq (default: en-de)
-#   --save-dir DIR         (default: work-dirs/checkpoints/wmt14-PAIR-RECIPE)
-#   --gpus N               GPUs to train on (default: all visible, from nvidia-smi)
+#   --work-dir DIR         prepare_wmt14.sh's work dir (default: work-dirs/wmt14-PAIR)
+#   --data-bin DIR         (default: WORK_DIR/data-bin)
+#   --save-dir DIR         (default: WORK_DIR/checkpoints/RECIPE)
+#   --arch NAME            (default: the recipe's architecture)
+#   --gpus N               0 = train on the CPU, N > 1 = data-parallel on N GPUs
+#                          (default: 1 if CUDA is visible, else 0; the paper used 8)
 #   --max-tokens N         tokens per GPU per batch (default: 4096)
 #   --update-freq N        override the computed value (changes the effective batch)
 #   --max-epoch N          (default: the recipe's)
-#   --no-fp16              train in fp32
+#   --max-update N         stop after N updates (default: 0, no limit)
+#   --no-fp16              train in fp32 (always so on the CPU)
 #   --dry-run              print the fairseq-train command and exit
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 # Published setup (paper §4 and its public recipes): pre-norm, shared embeddings on a joint
 # dictionary, Adam β=(0.9, 0.997), inverse_sqrt with lr 0.002, warmup 16000 from 1e-7,
@@ -47,13 +52,16 @@ declare -A RECIPE_ARCH=(
 
 RECIPE=""
 PAIR=en-de
+WORK_DIR=""
 DATA_BIN=""
 SAVE_DIR=""
+ARCH=""
 GPUS=""
+MAX_UPDATE=0
 MAX_TOKENS=4096
 UPDATE_FREQ=""
 MAX_EPOCH="$MAX_EPOCH_DEFAULT"
-FP16=(--fp16)
+FP16=fp16
 DRY_RUN=0
 EXTRA=()
 
@@ -61,57 +69,60 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --recipe) require_option_value "$@"; RECIPE="$2"; shift 2 ;;
     --pair) require_option_value "$@"; PAIR="$2"; shift 2 ;;
+    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
     --data-bin) require_option_value "$@"; DATA_BIN="$2"; shift 2 ;;
     --save-dir) require_option_value "$@"; SAVE_DIR="$2"; shift 2 ;;
+    --arch) require_option_value "$@"; ARCH="$2"; shift 2 ;;
     --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
     --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
     --update-freq) require_option_value "$@"; UPDATE_FREQ="$2"; shift 2 ;;
     --max-epoch) require_option_value "$@"; MAX_EPOCH="$2"; shift 2 ;;
-    --no-fp16) FP16=(); shift ;;
+    --max-update) require_option_value "$@"; MAX_UPDATE="$2"; shift 2 ;;
+    --no-fp16) FP16=""; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
+    -h|--help) usage; exit 0 ;;
+    *) unknown_option "$1" ;;
   esac
 done
 [[ -n "$RECIPE" && -n "${RECIPE_ARCH[$RECIPE]:-}" ]] \
-  || die "--recipe must be one of: ${!RECIPE_ARCH[*]}"
-[[ -n "${PAPER_UPDATE_FREQ[$PAIR]:-}" ]] || die "--pair must be en-de or en-fr, got $PAIR"
-[[ -n "$DATA_BIN" ]] || die "--data-bin is required (run prepare_wmt14.sh first)"
-if [[ -z "$GPUS" ]]; then
-  GPUS="$(nvidia-smi --list-gpus 2>/dev/null | wc -l || true)"
-  [[ "$GPUS" -gt 0 ]] || die "no GPU found by nvidia-smi; pass --gpus N (these models need GPUs)"
-fi
-for n in "$GPUS" "$MAX_TOKENS" "$MAX_EPOCH" ${UPDATE_FREQ:+"$UPDATE_FREQ"}; do
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "a positive whole number was expected, got '$n'"
-done
+  || usage_error "--recipe must be one of: ${!RECIPE_ARCH[*]}"
+[[ -n "${PAPER_UPDATE_FREQ[$PAIR]:-}" ]] || usage_error "--pair must be en-de or en-fr, got $PAIR"
+require_positive --max-tokens "$MAX_TOKENS"
+require_positive --max-epoch "$MAX_EPOCH"
+require_whole --max-update "$MAX_UPDATE"
+[[ -z "$UPDATE_FREQ" ]] || require_positive --update-freq "$UPDATE_FREQ"
+[[ -z "$GPUS" ]] || require_gpus "$GPUS"
+use_project_python
+GPUS="${GPUS:-$(default_gpus)}"
+WORK_DIR="${WORK_DIR:-$REPO_ROOT/work-dirs/wmt14-$PAIR}"
+DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
+SAVE_DIR="${SAVE_DIR:-$WORK_DIR/checkpoints/$RECIPE}"
+ARCH="${ARCH:-${RECIPE_ARCH[$RECIPE]}}"
+DEVICES=$(( GPUS > 0 ? GPUS : 1 ))
 PAPER_TOKENS=$((PAPER_TOKENS_PER_GPU * PAPER_GPUS * ${PAPER_UPDATE_FREQ[$PAIR]}))
 if [[ -z "$UPDATE_FREQ" ]]; then
-  UPDATE_FREQ=$(( (PAPER_TOKENS + GPUS * MAX_TOKENS - 1) / (GPUS * MAX_TOKENS) ))
+  UPDATE_FREQ=$(( (PAPER_TOKENS + DEVICES * MAX_TOKENS - 1) / (DEVICES * MAX_TOKENS) ))
 fi
-EFFECTIVE_TOKENS=$((GPUS * MAX_TOKENS * UPDATE_FREQ))
-log "recipe $RECIPE ($PAIR): ${RECIPE_ARCH[$RECIPE]}, $GPUS GPU(s) × $MAX_TOKENS tokens × update-freq" \
+EFFECTIVE_TOKENS=$((DEVICES * MAX_TOKENS * UPDATE_FREQ))
+log "recipe $RECIPE ($PAIR): $ARCH, $DEVICES device(s) × $MAX_TOKENS tokens × update-freq" \
   "$UPDATE_FREQ = $EFFECTIVE_TOKENS tokens per update (paper: $PAPER_TOKENS)"
 [[ "$EFFECTIVE_TOKENS" -eq "$PAPER_TOKENS" ]] \
   || log "warning: the effective batch differs from the paper's by $EFFECTIVE_TOKENS/$PAPER_TOKENS"
-SAVE_DIR="${SAVE_DIR:-$REPO_ROOT/work-dirs/checkpoints/wmt14-$PAIR-$RECIPE}"
 
-COMMAND=(fairseq-train "$DATA_BIN" --user-dir "$REPO_ROOT/user_dir" --arch "${RECIPE_ARCH[$RECIPE]}"
+COMMAND=(fairseq-train "$DATA_BIN" --user-dir "$REPO_ROOT/user_dir" --arch "$ARCH"
   --share-all-embeddings
   --optimizer adam --adam-betas "$ADAM_BETAS" --clip-norm 0.0
   --lr "$LR" --lr-scheduler inverse_sqrt --warmup-updates "$WARMUP" --warmup-init-lr "$WARMUP_INIT_LR"
   --criterion label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING"
-  --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" --distributed-world-size "$GPUS"
-  --max-epoch "$MAX_EPOCH" --keep-last-epochs 5 --save-dir "$SAVE_DIR"
-  --log-format simple --log-interval 100 "${FP16[@]}" "${EXTRA[@]}")
+  --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" $(train_device_options "$GPUS" "$FP16")
+  --max-epoch "$MAX_EPOCH" --max-update "$MAX_UPDATE" --keep-last-epochs 5 --save-dir "$SAVE_DIR"
+  --log-format simple --log-interval 100 "${EXTRA[@]}")
 if [[ "$DRY_RUN" -eq 1 ]]; then
   printf '%q ' "${COMMAND[@]}"
   echo
   exit 0
 fi
 require_file "$DATA_BIN/dict.en.txt" "run examples/translation/prepare_wmt14.sh first"
-stage_done "$SAVE_DIR/train.done" "training $RECIPE" && exit 0
-mkdir -p "$SAVE_DIR"
-"${COMMAND[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"
-require_file "$SAVE_DIR/checkpoint_last.pt" "fairseq-train stopped before saving; see $SAVE_DIR/train.log"
-touch "$SAVE_DIR/train.done"
+run_stage "$SAVE_DIR/train.done" "training $RECIPE" || exit 0
+run_training "$SAVE_DIR" "${COMMAND[@]}"

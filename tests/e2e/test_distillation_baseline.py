@@ -45,7 +45,8 @@ def test_scratch_students_have_the_students_architecture_and_updates_but_no_teac
         assert params[0] == params[1]
         assert f"seed={seed}," in distilled and f"seed={seed}," in scratch
         assert "criterion='ode_trajectory_distillation'" in distilled
-        assert "criterion='label_smoothed_cross_entropy'" in scratch and "teacher" not in scratch
+        assert "criterion='label_smoothed_cross_entropy'" in scratch
+        assert "init_from_teacher=None" in scratch and "teacher_path" not in scratch
         for log in (distilled, scratch):
             assert re.findall(r"num_updates[ =](\d+)", log)[-1] == "6"
 
@@ -70,5 +71,5 @@ def test_rerun_skips_every_stage(baseline_run):
 
 def test_bad_seed_is_refused_before_any_work(tmp_path):
     result = run("--work-dir", str(tmp_path / "work"), "--seeds", "1 x")
-    assert result.returncode == 1 and "--seeds takes positive whole numbers, got 'x'" in result.stderr
+    assert result.returncode == 2 and "--seeds takes positive whole numbers, got 'x'" in result.stderr
     assert not (tmp_path / "work").exists()

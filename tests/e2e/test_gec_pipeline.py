@@ -18,15 +18,15 @@ GEC = REPO / "examples" / "gec"
 ARCH = os.environ.get("GEC_TEST_ARCH", "ode_transformer_rk4_small")
 TINY_MODEL = ("--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 32 --decoder-embed-dim 32 "
               "--encoder-ffn-embed-dim 64 --decoder-ffn-embed-dim 64 --encoder-attention-heads 2 "
-              "--decoder-attention-heads 2 --warmup-updates 2 --lr 0.01 --no-epoch-checkpoints")
+              "--decoder-attention-heads 2 --warmup-updates 2 --lr 0.01 --no-epoch-checkpoints").split()
 TEST_SENTENCES = 16
 
 
-def run(command, **env):
-    full_env = dict(os.environ, PYTHON=sys.executable, **env)
-    full_env.setdefault("OMP_NUM_THREADS", "1")  # a tiny model gains nothing from more threads
-    full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env['PATH']}"
-    return subprocess.run(command, cwd=REPO, env=full_env, capture_output=True, text=True)
+def run(command):
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")  # a tiny model gains nothing from more threads
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
 
 
 def m2_lines(counts):
@@ -64,32 +64,34 @@ def test_pipeline_trains_generates_and_scores_with_the_m2_scorer(raw, tmp_path):
              "tgt": ['He said, "We should not go."', "She goes home.", "All good.", "word " * 50]}
     for side, lines in lang8.items():
         (tmp_path / f"lang8.{side}").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    data = dict(RAW=str(raw), TRAIN_M2=str(raw / "train.m2"), TRAIN_PARALLEL=str(tmp_path / "lang8"),
-                PARALLEL_TOKENIZE="nltk", DROP_COPIES="1", MAX_LEN="40",
-                VALID_M2=str(raw / "test.m2"), TEST_M2=str(raw / "test.m2"),
-                WORK=str(tmp_path / "text"), DATA_BIN=str(tmp_path / "bin"), BPE_MERGES="200")
-    prepared = run(["bash", str(GEC / "prepare.sh")], **data)
+    work = tmp_path / "work"
+    data = ["--work-dir", str(work), "--raw-dir", str(raw), "--train-m2", str(raw / "train.m2"),
+            "--train-parallel", str(tmp_path / "lang8"), "--parallel-tokenize", "nltk", "--drop-copies",
+            "--max-len", "40", "--valid-m2", str(raw / "test.m2"), "--test-m2", str(raw / "test.m2"),
+            "--bpe-merges", "200"]
+    prepared = run(["bash", str(GEC / "prepare.sh"), *data])
     assert prepared.returncode == 0, prepared.stderr[-3000:]
     corrected_m2_pairs = sum(1 for sentence in read_m2(str(raw / "train.m2")) if sentence.edits_of(0))
-    train_sources = (tmp_path / "text" / "train.src").read_text(encoding="utf-8").splitlines()
+    train_sources = (work / "text" / "train.src").read_text(encoding="utf-8").splitlines()
     assert len(train_sources) == corrected_m2_pairs + 2
     assert train_sources[-2:] == ["He said , \" We should n't go . \"", "She go home ."]
-    bin_dir = tmp_path / "bin"
+    bin_dir = work / "data-bin"
     assert (bin_dir / "dict.src.txt").read_text() == (bin_dir / "dict.tgt.txt").read_text()
-    assert len((tmp_path / "text" / "bpe" / "codes").read_text().splitlines()) == 201  # version + merges
-    assert "@@ " in (tmp_path / "text" / "bpe" / "train.src").read_text(encoding="utf-8")
+    assert len((work / "text" / "bpe" / "codes").read_text().splitlines()) == 201  # version + merges
+    assert "@@ " in (work / "text" / "bpe" / "train.src").read_text(encoding="utf-8")
 
-    again = run(["bash", str(GEC / "prepare.sh")], **data)
-    assert again.returncode == 0 and "exists: skipping binarisation" in again.stderr
+    again = run(["bash", str(GEC / "prepare.sh"), *data])
+    assert again.returncode == 0 and f"skip binarisation: {bin_dir} exists" in again.stderr
 
-    trained = run(["bash", str(GEC / "train.sh")], DATA_BIN=str(bin_dir), SAVE_DIR=str(tmp_path / "ckpt"),
-                  ARCH=ARCH, CPU="1", MAX_UPDATE="3", MAX_TOKENS="1024", UPDATE_FREQ="1", EXTRA_ARGS=TINY_MODEL)
+    trained = run(["bash", str(GEC / "train.sh"), "--work-dir", str(work), "--arch", ARCH, "--gpus", "0",
+                   "--max-update", "3", "--max-tokens", "1024", "--update-freq", "1", "--", *TINY_MODEL])
     assert trained.returncode == 0, trained.stderr[-3000:]
-    assert (tmp_path / "ckpt" / "checkpoint_last.pt").is_file()
+    checkpoint = work / "checkpoints" / ARCH / "checkpoint_last.pt"
+    assert checkpoint.is_file()
 
-    evaluated = run(["bash", str(GEC / "evaluate.sh")], DATA_BIN=str(bin_dir),
-                    CHECKPOINT=str(tmp_path / "ckpt" / "checkpoint_last.pt"), TEST_M2=str(raw / "test.m2"),
-                    OUT_DIR=str(tmp_path / "eval"), CPU="1", MAX_LEN_A="1", MAX_LEN_B="2")
+    evaluated = run(["bash", str(GEC / "evaluate.sh"), "--work-dir", str(work), "--checkpoint", str(checkpoint),
+                     "--test-m2", str(raw / "test.m2"), "--out-dir", str(tmp_path / "eval"), "--gpus", "0",
+                     "--max-len-a", "1", "--max-len-b", "2"])
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     hypotheses = read_hypotheses(str(tmp_path / "eval" / "hyp.txt"))
     assert len(hypotheses) == TEST_SENTENCES
@@ -100,11 +102,12 @@ def test_pipeline_trains_generates_and_scores_with_the_m2_scorer(raw, tmp_path):
 
 
 def test_prepare_names_a_missing_m2_file(tmp_path):
-    result = run(["bash", str(GEC / "prepare.sh")], TRAIN_M2=str(tmp_path / "absent.m2"),
-                 TRAIN_PARALLEL="", VALID_M2=str(tmp_path / "absent.m2"), TEST_M2=str(tmp_path / "absent.m2"),
-                 WORK=str(tmp_path / "text"), DATA_BIN=str(tmp_path / "bin"))
+    absent = str(tmp_path / "absent.m2")
+    result = run(["bash", str(GEC / "prepare.sh"), "--work-dir", str(tmp_path / "work"), "--train-m2", absent,
+                  "--valid-m2", absent, "--test-m2", absent])
     assert result.returncode == 1
-    assert f"M2 file {tmp_path / 'absent.m2'} not found" in result.stderr
+    assert f"M2 file {absent} not found" in result.stderr
+    assert not (tmp_path / "work").exists()
 
 
 def test_m2_to_parallel_rejects_an_unknown_annotator(raw, tmp_path):

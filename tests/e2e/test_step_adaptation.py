@@ -25,7 +25,7 @@ def _bash(script: str, *args: str) -> subprocess.CompletedProcess:
 ])
 def test_adaptation_script_refuses_bad_options_before_doing_anything(tmp_path, options, message):
     result = _bash(os.path.join(ADAPTATION, "run.sh"), "--work-dir", str(tmp_path / "work"), *options)
-    assert result.returncode == 1 and message in result.stderr
+    assert result.returncode == 2 and message in result.stderr
     assert not (tmp_path / "work").exists()
 
 
@@ -36,7 +36,7 @@ def test_adaptation_script_refuses_bad_options_before_doing_anything(tmp_path, o
 ])
 def test_step_count_script_refuses_bad_options(options, message):
     result = _bash(os.path.join(DISTILLATION, "step_counts.sh"), *options)
-    assert result.returncode == 1 and message in result.stderr
+    assert result.returncode == 2 and message in result.stderr
 
 
 def _evaluation(directory, bleu: float, seconds: float, hypotheses: int) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +20,7 @@ SACREBLEU = Path(sys.executable).parent / "sacrebleu"
 
 
 def run_score(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHON=sys.executable)
-    return subprocess.run([str(SCORE_SH), *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([str(SCORE_SH), *args], capture_output=True, text=True, timeout=120)
 
 
 def write_lines(path: Path, lines) -> Path:

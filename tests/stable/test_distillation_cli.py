@@ -105,5 +105,5 @@ def test_example_script_refuses_bad_options_before_doing_anything(tmp_path, opti
         ["bash", script, "--work-dir", str(tmp_path / "work"), *options],
         capture_output=True, text=True,
     )
-    assert result.returncode == 1 and message in result.stderr
+    assert result.returncode == 2 and message in result.stderr
     assert not (tmp_path / "work").exists()
