@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up if needed, then train a small ode_transformer_rk4 on the bundled English->Spanish Bible
+# Set up if needed, then train a small RK2 ODE Transformer (learned coefficients) on the bundled English->Spanish Bible
 # corpus on CPU, translate the test set and score it: bash scripts/demo.sh [--compare] [...]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -7,7 +7,9 @@
 #
 # Usage: run_bible_demo.sh [options] [-- extra fairseq-train options]
 #   --work-dir DIR        (default: work-dirs/bible-en-es)
-#   --arch NAME           (default: $ODE_SEQ_ARCH or the demo's setting below)
+#   --arch NAME           (default: $ODE_SEQ_ARCH or the demo's setting below); every model is
+#                         trained at the demo's width (d = 128, FFN 512) unless the extra
+#                         options set another
 #   --compare             also train the residual baseline (ode_transformer_euler_small) with the
 #                         same recipe and update budget, and report both
 #   --max-update N        updates per model (default: the demo's setting)
@@ -23,13 +25,17 @@ HERE="$REPO_ROOT/examples/translation"
 
 # The demo's setting: the best test BLEU of the sweep in docs/demo.md whose whole run fits in 15
 # minutes on an idle 2-core machine of the slower kind; EXPECTED_UPS is its training speed there.
+# Its width (embeddings 128, FFN 512) goes before the extra fairseq-train options, which can
+# override it.
 DEMO_ARCH=ode_transformer_rk2_learned_small
-DEMO_MAX_UPDATE=600
-DEMO_MAX_TOKENS=4096
+DEMO_WIDTH=(--encoder-embed-dim 128 --decoder-embed-dim 128
+            --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512)
+DEMO_MAX_UPDATE=870
+DEMO_MAX_TOKENS=2048
 DEMO_LR=2e-3
-DEMO_WARMUP=200
-DEMO_DROPOUT=0.1
-DEMO_VOCAB_SIZE=8000
+DEMO_WARMUP=300
+DEMO_DROPOUT=0
+DEMO_VOCAB_SIZE=4000
 EXPECTED_UPS=0.5
 
 WORK_DIR="$REPO_ROOT/work-dirs/bible-en-es"
@@ -95,7 +101,7 @@ for arch in "${ARCHS[@]}"; do
   "$HERE/train_bible.sh" --data-bin "$WORK_DIR/data-bin" --save-dir "$save_dir" --arch "$arch" \
     --minutes 0 --max-update "$MAX_UPDATE" --max-tokens "$MAX_TOKENS" --lr "$LR" --warmup "$WARMUP" \
     --seed "$SEED" --save-interval-updates "$SAVE_INTERVAL_UPDATES" "${expected[@]}" \
-    -- --dropout "$DROPOUT" "${TRAIN_EXTRA[@]}"
+    -- "${DEMO_WIDTH[@]}" --dropout "$DROPOUT" "${TRAIN_EXTRA[@]}"
   saved="$(find "$save_dir" -maxdepth 1 -name 'checkpoint_*_*.pt' | wc -l)"
   if [[ "$saved" -ge 2 ]]; then
     average=(--average-last "$((saved < 5 ? saved : 5))" --checkpoint-kind update)
