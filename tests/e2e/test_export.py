@@ -82,3 +82,36 @@ def test_plain_fairseq_without_the_plugin_and_ctranslate2_translate_as_the_ode_m
     scored = translator.score_batch([src[i].split() for i in order], hyps)
     for i, result in zip(order, scored):
         assert [x / math.log(2) for x in result.log_probs] == pytest.approx(positional[i], abs=2e-4)
+
+
+TRANSLATE_OFFLINE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from fairseq_tokenizer import FairseqTokenizer
+from transformers import M2M100ForConditionalGeneration
+tokenizer = FairseqTokenizer(sys.argv[1])
+model = M2M100ForConditionalGeneration.from_pretrained(sys.argv[1]).eval()
+texts = json.loads(sys.stdin.read())
+out = model.generate(**tokenizer(texts), return_dict_in_generate=True, output_scores=True)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("fairseq", "ode_seq"))
+print(json.dumps({"hypotheses": tokenizer.decode(out.sequences), "scores": out.sequences_scores.tolist(),
+                  "loaded": loaded}))
+"""
+
+
+def test_hugging_face_folder_translates_offline_as_fairseq_generate(trained, tmp_path):
+    import json
+
+    data_bin, ckpt = trained
+    ode = generate(data_bin, ckpt)
+    run("python", ["-m", "ode_seq.cli.export", "--to", "hf", "--path", str(ckpt), "--output", str(tmp_path / "hf")])
+    assert (tmp_path / "hf" / "model.safetensors").exists()
+    expected, src = hypotheses(ode.stdout), sources(ode.stdout)
+    order = sorted(expected)
+    out = run("python", ["-c", TRANSLATE_OFFLINE, str(tmp_path / "hf")], cwd=str(tmp_path),
+              stdin=json.dumps([src[i] for i in order]))
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["loaded"] == []
+    assert result["hypotheses"] == [expected[i][1] for i in order]
+    for score, i in zip(result["scores"], order):  # fairseq prints base-2 scores
+        assert score / math.log(2) == pytest.approx(expected[i][0], abs=1e-3)

@@ -7,20 +7,8 @@ import torch
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 from ode_seq.export import NotRepresentable, plain_transformer
-from tests.conftest import TINY, TinyTask, random_batch
-
-
-def _model_and_args(arch, task, **options):
-    args = argparse.Namespace(**{**TINY, "dropout": 0.0, **options})
-    ARCH_CONFIG_REGISTRY[arch](args)
-    torch.manual_seed(0)
-    return ARCH_MODEL_REGISTRY[arch].build_model(args, task).eval(), args
-
-
-def _log_probs(model, batch):
-    src, lengths, prev = batch
-    with torch.no_grad():
-        return model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
+from tests.conftest import TinyTask, random_batch
+from tests.export.models import log_probs, model_and_args
 
 
 def _export(model, args, task):
@@ -45,16 +33,12 @@ def _export(model, args, task):
 ])
 def test_exported_transformer_gives_the_log_probabilities_of_the_model(arch, options, layers):
     task = TinyTask()
-    model, args = _model_and_args(arch, task, **options)
-    with torch.no_grad():  # non-zero output projections and biases everywhere
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0, 0.1)
+    model, args = model_and_args(arch, task, **options)
     transformer, plain = _export(model, args, task)
     assert plain.layers == layers and plain.config["arch"] == "transformer"
     assert not [k for k in plain.config if "ode_" in k or k.startswith("time_")]
     batch = random_batch(task, [6, 4, 7])
-    torch.testing.assert_close(_log_probs(transformer, batch), _log_probs(model, batch), atol=1e-5, rtol=0)
+    torch.testing.assert_close(log_probs(transformer, batch), log_probs(model, batch), atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("arch, options, refusal", [
@@ -68,6 +52,6 @@ def test_exported_transformer_gives_the_log_probabilities_of_the_model(arch, opt
 ])
 def test_models_that_are_not_transformers_are_refused_naming_the_option(arch, options, refusal):
     task = TinyTask()
-    model, args = _model_and_args(arch, task, **options)
+    model, args = model_and_args(arch, task, **options)
     with pytest.raises(NotRepresentable, match=refusal):
         plain_transformer(model, args)
