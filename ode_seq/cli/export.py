@@ -5,7 +5,9 @@
   this plugin, with safe loading on;
 - ``--to ctranslate2``: a CTranslate2 model directory (CTranslate2's fairseq converter);
 - ``--to hf``: a Hugging Face ``M2M100ForConditionalGeneration`` folder (safetensors) with the
-  dictionary, the SentencePiece model if given, and a tokenizer that needs transformers only.
+  dictionary, the SentencePiece model if given, and a tokenizer that needs transformers only; an
+  ODE Transformer with Runge–Kutta encoder blocks and a plain decoder becomes an M2M100 with
+  custom code (``trust_remote_code=True``) running ode-seq's solver core.
 
 Exportable: Euler ODE Transformers whose steps are Transformer layers, the non-autonomous model at
 any step count (``--encoder-steps``/``--decoder-steps``), ``lora_transformer`` (adapters merged) and
@@ -28,7 +30,7 @@ from typing import Any, Dict, List, Optional
 from fairseq import checkpoint_utils
 
 from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, verify_checkpoint_file
-from ode_seq.export import PlainTransformer, plain_transformer
+from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, plain_transformer
 from ode_seq.fairseq_fixes import apply_fixes
 from ode_seq.models import NonAutonomousODETransformerModel
 from ode_seq.output_files import check_output_directory, check_output_file, same_file
@@ -73,8 +75,8 @@ def check_paths(args: argparse.Namespace) -> None:
     verify_checkpoint_file(args.path)
 
 
-def load_plain(args: argparse.Namespace):
-    """(the plain Transformer, fairseq's task of the model)."""
+def load_model(args: argparse.Namespace):
+    """(the model in eval mode, fairseq's model options, fairseq's task)."""
     overrides: Dict[str, Any] = {f"{side}_ode_steps": getattr(args, f"{side}_steps")
                                  for side in ("encoder", "decoder") if getattr(args, f"{side}_steps")}
     if args.data is not None:
@@ -82,7 +84,7 @@ def load_plain(args: argparse.Namespace):
     (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
     if (args.encoder_steps or args.decoder_steps) and not isinstance(model, NonAutonomousODETransformerModel):
         raise ValueError("--encoder-steps and --decoder-steps apply to ode_transformer_nonauto models")
-    return plain_transformer(model.eval(), cfg.model), task
+    return model.eval(), cfg.model, task
 
 
 def fairseq_state(args: argparse.Namespace, plain: PlainTransformer) -> Dict[str, Any]:
@@ -98,26 +100,31 @@ def fairseq_state(args: argparse.Namespace, plain: PlainTransformer) -> Dict[str
     return state
 
 
-def write_directory(args: argparse.Namespace, plain: PlainTransformer, task) -> None:
+def write_directory(args: argparse.Namespace, model, options, task) -> PlainTransformer:
     """Write the --to ctranslate2 / hf directory under a temporary name, renamed when complete."""
     parent = os.path.dirname(os.path.abspath(args.output))
     os.makedirs(parent, exist_ok=True)
     work = tempfile.mkdtemp(prefix=".export-", dir=parent)
     try:
         staged = os.path.join(work, "out")
-        if args.to == "ctranslate2":
-            from ode_seq.export import ctranslate2
-
-            ctranslate2.convert(plain, fairseq_state(args, plain), task.cfg.data, work, staged)
+        dictionaries = (task.source_dictionary, task.target_dictionary, args.spm, staged)
+        if args.to == "hf" and ode_m2m100.has_rk_encoder(model):
+            ode_m2m100.save(model, options, *dictionaries)
+            plain = ode_m2m100.rk_transformer(model, options)
         else:
-            from ode_seq.export import m2m100
+            plain = plain_transformer(model, options)
+            if args.to == "ctranslate2":
+                from ode_seq.export import ctranslate2
 
-            m2m100.save(plain, task.source_dictionary, task.target_dictionary, args.spm, staged)
+                ctranslate2.convert(plain, fairseq_state(args, plain), task.cfg.data, work, staged)
+            else:
+                m2m100.save(plain, *dictionaries)
         if os.path.isdir(args.output):
             os.rmdir(args.output)
         os.replace(staged, args.output)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return plain
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -125,11 +132,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     apply_fixes()
     try:
         check_paths(args)
-        plain, task = load_plain(args)
+        model, options, task = load_model(args)
         if args.to == "fairseq":
+            plain = plain_transformer(model, options)
             save_checkpoint(fairseq_state(args, plain), args.output)
         else:
-            write_directory(args, plain, task)
+            plain = write_directory(args, model, options, task)
     except ValueError as error:
         print(f"export: error: {error}", file=sys.stderr)
         return 1

@@ -58,11 +58,10 @@ def check_representable(config: Dict[str, Any], same_dictionary: bool) -> None:
             raise NotRepresentable(f"{option}: {reason}; export --to fairseq or --to ctranslate2 instead")
 
 
-def m2m100_config(plain: PlainTransformer):
-    from transformers import M2M100Config
-
+def m2m100_options(plain: PlainTransformer) -> Dict[str, Any]:
+    """M2M100Config's options for ``plain``."""
     c = plain.config
-    return M2M100Config(
+    return dict(
         vocab_size=plain.state_dict["encoder.embed_tokens.weight"].size(0),
         max_position_embeddings=max(c["max_source_positions"], c["max_target_positions"]),
         encoder_layers=plain.layers[0], decoder_layers=plain.layers[1],
@@ -87,12 +86,8 @@ def m2m100_state_dict(plain: PlainTransformer) -> Dict[str, Tensor]:
     return state
 
 
-def build(plain: PlainTransformer, same_dictionary: bool = True):
-    """The M2M100 model of ``plain``, in eval mode."""
-    from transformers import M2M100ForConditionalGeneration
-
-    check_representable(plain.config, same_dictionary)
-    model = M2M100ForConditionalGeneration(m2m100_config(plain)).eval()
+def load_weights(model, plain: PlainTransformer):
+    """``model`` (an M2M100ForConditionalGeneration) with the weights of ``plain``, in eval mode."""
     expected = set(model.state_dict()) - {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"}
     state = m2m100_state_dict(plain)
     if set(state) != expected:
@@ -100,7 +95,15 @@ def build(plain: PlainTransformer, same_dictionary: bool = True):
             f"the model's parameters do not map onto M2M100's: {sorted(set(state) ^ expected)[:3]}"
         )
     model.load_state_dict(state, strict=False)
-    return model
+    return model.eval()
+
+
+def build(plain: PlainTransformer, same_dictionary: bool = True):
+    """The M2M100 model of ``plain``, in eval mode."""
+    from transformers import M2M100Config, M2M100ForConditionalGeneration
+
+    check_representable(plain.config, same_dictionary)
+    return load_weights(M2M100ForConditionalGeneration(M2M100Config(**m2m100_options(plain))), plain)
 
 
 def generation_config(beam: int = 4, lenpen: float = 0.6, max_len_b: int = 200):
@@ -114,10 +117,9 @@ def generation_config(beam: int = 4, lenpen: float = 0.6, max_len_b: int = 200):
     )
 
 
-def save(plain: PlainTransformer, src_dict, tgt_dict, spm: str | None, output: str) -> None:
-    """``save_pretrained`` (safetensors) of the M2M100 model, with its generation config, the
-    dictionary, the SentencePiece model if given and the tokenizer module."""
-    model = build(plain, same_dictionary=src_dict.symbols == tgt_dict.symbols)
+def save_folder(model, tgt_dict, spm: str | None, output: str) -> None:
+    """``save_pretrained`` (safetensors) of ``model`` with fairseq-generate's generation config,
+    the dictionary, the SentencePiece model if given and the tokenizer module."""
     model.generation_config = generation_config()
     model.save_pretrained(output, safe_serialization=True)
     tgt_dict.save(os.path.join(output, "dict.txt"))
@@ -125,3 +127,7 @@ def save(plain: PlainTransformer, src_dict, tgt_dict, spm: str | None, output: s
         shutil.copyfile(spm, os.path.join(output, "spm.model"))
     shutil.copyfile(os.path.join(os.path.dirname(__file__), "hf_tokenizer.py"), os.path.join(output, TOKENIZER_FILE))
 
+
+def save(plain: PlainTransformer, src_dict, tgt_dict, spm: str | None, output: str) -> None:
+    """The M2M100 folder of ``plain`` (see :func:`save_folder`)."""
+    save_folder(build(plain, same_dictionary=src_dict.symbols == tgt_dict.symbols), tgt_dict, spm, output)

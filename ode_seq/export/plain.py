@@ -100,22 +100,33 @@ def _step_weights(block: ODEBlock, step: int) -> Iterator[Tuple[str, Tensor]]:
         yield name, (value * scale).detach().clone()
 
 
-def discrete_state_dict(model: ODETransformerModel, arch: str = "ode_transformer") -> Dict[str, Tensor]:
-    """The state dict of the equivalent fairseq ``transformer``: one layer per Euler step."""
+def check_layer_kind(model: ODETransformerModel, arch: str) -> None:
     if model.layer_kind not in PLAIN_KINDS:
         raise NotRepresentable(
             f"the {arch} model has {model.layer_kind} layers, which are not Transformer layers"
         )
+
+
+def stack_layers(model: ODETransformerModel, side: str, arch: str) -> Dict[str, Tensor]:
+    """``{side}.layers.*`` of the equivalent fairseq ``transformer``: one layer per Euler step."""
+    state: Dict[str, Tensor] = {}
+    layer = 0
+    with torch.no_grad():
+        for block in getattr(model, side).layers:
+            block = _check_block(block, side, arch)
+            for step in range(block.solver.steps):
+                for name, value in _step_weights(block, step):
+                    state[f"{side}.layers.{layer}.{name}"] = value
+                layer += 1
+    return state
+
+
+def discrete_state_dict(model: ODETransformerModel, arch: str = "ode_transformer") -> Dict[str, Tensor]:
+    """The state dict of the equivalent fairseq ``transformer``: one layer per Euler step."""
+    check_layer_kind(model, arch)
     state = {k: v for k, v in model.state_dict().items() if ".layers." not in k}
     for side in ("encoder", "decoder"):
-        layer = 0
-        with torch.no_grad():
-            for block in getattr(model, side).layers:
-                block = _check_block(block, side, arch)
-                for step in range(block.solver.steps):
-                    for name, value in _step_weights(block, step):
-                        state[f"{side}.layers.{layer}.{name}"] = value
-                    layer += 1
+        state.update(stack_layers(model, side, arch))
     return state
 
 

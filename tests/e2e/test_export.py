@@ -21,19 +21,26 @@ TRAIN = [
 BEAM = ["--beam", "4", "--lenpen", "0.6"]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """(data-bin, checkpoint) of an Euler ODE Transformer whose encoder is one layer shared over
-    [0, 2] in 2 steps, trained 40 epochs (160 updates) on the reversal corpus."""
+def _train(tmp_path_factory, *arch):
     raw = tmp_path_factory.mktemp("raw")
     write_reversal_corpus(raw, SIZES)
     preprocess(raw, raw / "bin")
     save = tmp_path_factory.mktemp("ckpt")
-    run("fairseq-train", [
-        str(raw / "bin"), "--arch", "ode_transformer_euler_small", *TINY_MODEL,
-        "--encoder-share-group-size", "2", *TRAIN, "--save-dir", str(save),
-    ])
+    run("fairseq-train", [str(raw / "bin"), "--arch", *arch, *TINY_MODEL, *TRAIN, "--save-dir", str(save)])
     return raw / "bin", save / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(data-bin, checkpoint) of an Euler ODE Transformer whose encoder is one layer shared over
+    [0, 2] in 2 steps, trained 40 epochs (160 updates) on the reversal corpus."""
+    return _train(tmp_path_factory, "ode_transformer_euler_small", "--encoder-share-group-size", "2")
+
+
+@pytest.fixture(scope="module")
+def trained_rk2(tmp_path_factory):
+    """(data-bin, checkpoint) of the paper's RK2 encoder with the learned gate, plain decoder."""
+    return _train(tmp_path_factory, "ode_transformer_rk2_learned_small")
 
 
 def hypotheses(stdout: str):
@@ -88,30 +95,34 @@ TRANSLATE_OFFLINE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from fairseq_tokenizer import FairseqTokenizer
-from transformers import M2M100ForConditionalGeneration
+from transformers import AutoModelForSeq2SeqLM
 tokenizer = FairseqTokenizer(sys.argv[1])
-model = M2M100ForConditionalGeneration.from_pretrained(sys.argv[1]).eval()
+model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
 texts = json.loads(sys.stdin.read())
 out = model.generate(**tokenizer(texts), return_dict_in_generate=True, output_scores=True)
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("fairseq", "ode_seq"))
 print(json.dumps({"hypotheses": tokenizer.decode(out.sequences), "scores": out.sequences_scores.tolist(),
-                  "loaded": loaded}))
+                  "loaded": loaded, "class": type(model).__name__}))
 """
 
 
-def test_hugging_face_folder_translates_offline_as_fairseq_generate(trained, tmp_path):
+@pytest.mark.parametrize("model, hf_class", [
+    ("trained", "M2M100ForConditionalGeneration"),
+    ("trained_rk2", "ODEM2M100ForConditionalGeneration"),  # custom code: RK2 encoder, learned gate
+])
+def test_hugging_face_folder_translates_offline_as_fairseq_generate(request, tmp_path, model, hf_class):
     import json
 
-    data_bin, ckpt = trained
+    data_bin, ckpt = request.getfixturevalue(model)
     ode = generate(data_bin, ckpt)
     run("python", ["-m", "ode_seq.cli.export", "--to", "hf", "--path", str(ckpt), "--output", str(tmp_path / "hf")])
     assert (tmp_path / "hf" / "model.safetensors").exists()
     expected, src = hypotheses(ode.stdout), sources(ode.stdout)
     order = sorted(expected)
     out = run("python", ["-c", TRANSLATE_OFFLINE, str(tmp_path / "hf")], cwd=str(tmp_path),
-              stdin=json.dumps([src[i] for i in order]))
+              stdin=json.dumps([src[i] for i in order]), env={"HF_MODULES_CACHE": str(tmp_path / "modules")})
     result = json.loads(out.stdout.splitlines()[-1])
-    assert result["loaded"] == []
+    assert result["loaded"] == [] and result["class"] == hf_class
     assert result["hypotheses"] == [expected[i][1] for i in order]
     for score, i in zip(result["scores"], order):  # fairseq prints base-2 scores
         assert score / math.log(2) == pytest.approx(expected[i][0], abs=1e-3)
