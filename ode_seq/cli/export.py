@@ -12,7 +12,8 @@
 Exportable: Euler ODE Transformers whose steps are Transformer layers, the non-autonomous model at
 any step count (``--encoder-steps``/``--decoder-steps``), ``lora_transformer`` (adapters merged) and
 fairseq's ``transformer`` trained with the plugin (:mod:`ode_seq.export.plain`). Exit status: 2 for
-usage errors, 1 for a model the target cannot represent (the message names the option).
+usage errors (including paths that do not exist or cannot be written), 1 for a model the target
+cannot represent (the message names the option).
 
     python -m ode_seq.cli.export --path ckpt.pt --encoder-steps 12 --decoder-steps 12 --output plain.pt
     python -m ode_seq.cli.export --to ctranslate2 --path ckpt.pt --output ct2-model
@@ -21,6 +22,7 @@ usage errors, 1 for a model the target cannot represent (the message names the o
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import shutil
 import sys
@@ -73,6 +75,12 @@ def check_paths(args: argparse.Namespace) -> None:
         if os.path.exists(args.output) and os.listdir(args.output):
             raise ValueError(f"--output {args.output} exists and is not empty; name a new directory")
     verify_checkpoint_file(args.path)
+    data = args.data or load_checkpoint(args.path)["cfg"]["task"]["data"]
+    if not os.path.isfile(os.path.join(data, "dict.txt")) and not glob.glob(os.path.join(data, "dict.*.txt")):
+        raise ValueError(
+            f"the model's data directory {data} holds no dictionary (dict.*.txt): pass --data with "
+            "the data directory the model was trained on"
+        )
 
 
 def load_model(args: argparse.Namespace):
@@ -132,6 +140,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     apply_fixes()
     try:
         check_paths(args)
+    except ValueError as error:  # the command line names something that is not there
+        print(f"export: error: {error}", file=sys.stderr)
+        return 2
+    try:
         model, options, task = load_model(args)
         if args.to == "fairseq":
             plain = plain_transformer(model, options)

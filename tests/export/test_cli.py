@@ -40,9 +40,17 @@ def test_an_euler_checkpoint_exports_to_fairseq_and_ctranslate2(tmp_path, capsys
 def test_a_non_empty_output_directory_is_refused_before_any_work(tmp_path, capsys):
     (tmp_path / "ct2").mkdir()
     (tmp_path / "ct2" / "mine.txt").write_text("keep")
-    assert _export(tmp_path, "euler.pt", "--to", "ctranslate2", "--output", str(tmp_path / "ct2")) == 1
+    assert _export(tmp_path, "euler.pt", "--to", "ctranslate2", "--output", str(tmp_path / "ct2")) == 2
     assert "exists and is not empty; name a new directory" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "ct2").iterdir()] == ["mine.txt"]
+
+
+def test_a_data_directory_without_dictionaries_is_refused_naming_data(tmp_path, capsys):
+    code = main(["--path", str(FIXTURES / "checkpoints" / "euler.pt"), "--data", str(tmp_path),
+                 "--output", str(tmp_path / "plain.pt")])
+    assert code == 2
+    assert "holds no dictionary (dict.*.txt): pass --data" in capsys.readouterr().err
+    assert not (tmp_path / "plain.pt").exists()
 
 
 @pytest.mark.parametrize("extra, usage", [
