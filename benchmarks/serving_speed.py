@@ -2,25 +2,29 @@
 penalty, batch size and threads (one each), measured back to back in one run.
 
     OMP_NUM_THREADS=1 python benchmarks/serving_speed.py --checkpoint CKPT --data-bin DIR \
-        --source-lang en --target-lang es --work DIR [--sentences 500 --beam 4 --lenpen 0.6 --batch-size 32]
+        --source-lang en --target-lang es --work DIR [--sentences 500 --beam 4 --lenpen 0.6 --batch-size 32 --rounds 3]
 
 The checkpoint (an Euler ODE Transformer, or any model `python -m ode_seq.cli.export` takes) is
 exported to a plain fairseq checkpoint and to CTranslate2 under --work; the first --sentences
 sentences of the test split are binarised there. Rows: fairseq-generate on the checkpoint with the
 plugin, fairseq-generate on the plain export without it, CTranslate2 (``translate_batch``). The
 time of each is its decoding loop (fairseq's own "Translated ... in Xs"; CTranslate2's
-``translate_batch`` call), model loading excluded. Prints a Markdown table and how many
-hypotheses CTranslate2 and fairseq-generate share.
+``translate_batch`` call), model loading excluded; each decoder runs --rounds times, interleaved.
+Prints a Markdown table (median speed, median and range of the per-round ratio to plain
+fairseq-generate) and how many hypotheses CTranslate2 and fairseq-generate share.
 """
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
 from typing import Dict, List, Tuple
 
 BIN = os.path.dirname(sys.executable)
+ROWS = ("fairseq-generate, ODE checkpoint with the plugin", "fairseq-generate, plain export without the plugin",
+        "CTranslate2 4.8.5 (float32)")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -86,6 +90,7 @@ def main() -> None:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--lenpen", type=float, default=0.6)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=3, help="runs of each decoder, interleaved")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     plain, ct2 = os.path.join(args.work, "plain.pt"), os.path.join(args.work, "ct2")
@@ -95,21 +100,25 @@ def main() -> None:
         tool("python", "-m", "ode_seq.cli.export", "--to", "ctranslate2", "--path", args.checkpoint,
              "--data", args.data_bin, "--output", ct2)
     sources = test_subset(args.data_bin, args.source_lang, args.target_lang, args.sentences, args.work)
-    plugin_speed, _ = fairseq_generate(args.work, args.checkpoint, args, plugin=True)
-    plain_speed, hypotheses = fairseq_generate(args.work, plain, args, plugin=False)
-    ct2_speed, ct2_hypotheses = ctranslate2_speed(ct2, sources, args)
+    rows = {name: [] for name in ROWS}
+    for _ in range(args.rounds):  # the decoders interleaved, so that load changes hit all of them
+        rows[ROWS[0]].append(fairseq_generate(args.work, args.checkpoint, args, plugin=True)[0])
+        speed, hypotheses = fairseq_generate(args.work, plain, args, plugin=False)
+        rows[ROWS[1]].append(speed)
+        speed, ct2_hypotheses = ctranslate2_speed(ct2, sources, args)
+        rows[ROWS[2]].append(speed)
     differ = [i for i, h in enumerate(ct2_hypotheses) if hypotheses.get(i) != h]
     capped = [i for i in differ if max(len(hypotheses.get(i, "").split()), len(ct2_hypotheses[i].split())) >= 200]
-    print(f"| decoder | sentences/s (n = {len(sources)}, beam {args.beam}, lenpen {args.lenpen}, "
-          f"batch {args.batch_size}, 1 thread) | × fairseq-generate |")
+    print(f"| decoder | sentences/s, median of {args.rounds} rounds (n = {len(sources)}, beam {args.beam}, "
+          f"lenpen {args.lenpen}, batch {args.batch_size}, 1 thread) | × fairseq-generate (per-round range) |")
     print("|---|---:|---:|")
-    for name, speed in (("fairseq-generate, ODE checkpoint with the plugin", plugin_speed),
-                        ("fairseq-generate, plain export without the plugin", plain_speed),
-                        ("CTranslate2 4.8.5 (float32)", ct2_speed)):
-        print(f"| {name} | {speed:.1f} | {speed / plain_speed:.2f} |")
+    reference = rows[ROWS[1]]
+    for name, speeds in rows.items():
+        ratios = [s / r for s, r in zip(speeds, reference)]
+        print(f"| {name} | {statistics.median(speeds):.1f} | {statistics.median(ratios):.2f} "
+              f"({min(ratios):.2f}–{max(ratios):.2f}) |")
     print(f"\nCTranslate2's hypothesis equals fairseq-generate's for {len(sources) - len(differ)} of "
           f"{len(sources)} sentences; of the {len(differ)} others, {len(capped)} reach the 200-token cap")
-
 
 if __name__ == "__main__":
     main()
