@@ -4,9 +4,11 @@ fairseq converter.
 The converter reads the model options by attribute from ``checkpoint["cfg"]["model"]`` as it
 lies in the file, i.e. it expects the ``argparse.Namespace`` fairseq's trainer writes; and it
 loads with torch's ``weights_only`` unpickler. The checkpoint handed to it therefore carries a
-Namespace, and the conversion runs with ``argparse.Namespace`` allow-listed (safe loading stays
-on). The plain checkpoint :mod:`ode_seq.cli.export` writes for fairseq keeps a dict instead, so
-that fairseq-generate loads it without the plugin (torch ≥ 2.6 refuses a Namespace there).
+Namespace, and the conversion runs with ``argparse.Namespace`` allow-listed for the process, as
+the plugin's own checkpoint loading does (safe loading stays on; a ``safe_globals`` context would
+remove it again on exit). The plain checkpoint :mod:`ode_seq.cli.export` writes for fairseq keeps
+a dict instead, so that fairseq-generate loads it without the plugin (torch ≥ 2.6 refuses a
+Namespace there).
 """
 from __future__ import annotations
 
@@ -14,9 +16,7 @@ import argparse
 import os
 from typing import Any, Dict
 
-import torch
-
-from ode_seq.checkpoint_files import save_checkpoint
+from ode_seq.checkpoint_files import allow_fairseq_checkpoint_types, save_checkpoint
 
 from .plain import PlainTransformer
 
@@ -37,5 +37,5 @@ def convert(plain: PlainTransformer, state: Dict[str, Any], data: str, work_dir:
     converter = FairseqConverter(
         checkpoint, data, source_lang=task.get("source_lang"), target_lang=task.get("target_lang")
     )
-    with torch.serialization.safe_globals([argparse.Namespace]):
-        converter.convert(output)
+    allow_fairseq_checkpoint_types()  # process-wide, as the plugin's loading does
+    converter.convert(output)
