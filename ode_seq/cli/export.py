@@ -6,8 +6,8 @@
 - ``--to ctranslate2``: a CTranslate2 model directory (CTranslate2's fairseq converter);
 - ``--to hf``: a Hugging Face ``M2M100ForConditionalGeneration`` folder (safetensors) with the
   dictionary, the SentencePiece model if given, and a tokenizer that needs transformers only; an
-  ODE Transformer with Runge–Kutta encoder blocks and a plain decoder becomes an M2M100 with
-  custom code (``trust_remote_code=True``) running ode-seq's solver core.
+  ODE Transformer with Runge–Kutta blocks becomes an M2M100 with custom code
+  (``trust_remote_code=True``) running ode-seq's solver core.
 
 Exportable: Euler ODE Transformers whose steps are Transformer layers, the non-autonomous model at
 any step count (``--encoder-steps``/``--decoder-steps``), ``lora_transformer`` (adapters merged) and
@@ -116,7 +116,7 @@ def write_directory(args: argparse.Namespace, model, options, task) -> PlainTran
     try:
         staged = os.path.join(work, "out")
         dictionaries = (task.source_dictionary, task.target_dictionary, args.spm, staged)
-        if args.to == "hf" and ode_m2m100.has_rk_encoder(model):
+        if args.to == "hf" and ode_m2m100.has_rk_stack(model):
             ode_m2m100.save(model, options, *dictionaries)
             plain = ode_m2m100.rk_transformer(model, options)
         else:

@@ -130,6 +130,13 @@ def discrete_state_dict(model: ODETransformerModel, arch: str = "ode_transformer
     return state
 
 
+def stack_sizes(state: Dict[str, Tensor]) -> Tuple[int, int]:
+    """The number of encoder and decoder layers (blocks) in fairseq's state dict ``state``."""
+    return tuple(  # type: ignore[return-value]
+        len({k.split(".")[2] for k in state if k.startswith(f"{side}.layers.")}) for side in ("encoder", "decoder")
+    )
+
+
 def _extra_option_names(model_class: type) -> set:
     """The options ``model_class`` adds to fairseq's Transformer (dest names)."""
     ours, fairseqs = argparse.ArgumentParser(), argparse.ArgumentParser()
@@ -161,7 +168,4 @@ def plain_transformer(model: nn.Module, args: Any) -> PlainTransformer:
             f"the {arch} model ({type(model).__name__}) is not a Transformer nor an ODE model "
             "with Euler steps: nothing to export it to"
         )
-    layers = tuple(
-        len({k.split(".")[2] for k in state if k.startswith(f"{side}.layers.")}) for side in ("encoder", "decoder")
-    )
-    return PlainTransformer(state, transformer_config(args, type(model), layers))
+    return PlainTransformer(state, transformer_config(args, type(model), stack_sizes(state)))

@@ -43,6 +43,12 @@ def trained_rk2(tmp_path_factory):
     return _train(tmp_path_factory, "ode_transformer_rk2_learned_small")
 
 
+@pytest.fixture(scope="module")
+def trained_rk2_decoder(tmp_path_factory):
+    """(data-bin, checkpoint) of RK2 encoder and decoder blocks with learned gates."""
+    return _train(tmp_path_factory, "ode_transformer_rk2_learned_small", "--decoder-ode-method", "heun")
+
+
 def hypotheses(stdout: str):
     """{sentence id: (score, hypothesis)} of fairseq-generate's H- lines."""
     return {int(i): (float(s), h) for i, s, h in re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", stdout, re.M)}
@@ -109,6 +115,7 @@ print(json.dumps({"hypotheses": tokenizer.decode(out.sequences), "scores": out.s
 @pytest.mark.parametrize("model, hf_class", [
     ("trained", "M2M100ForConditionalGeneration"),
     ("trained_rk2", "ODEM2M100ForConditionalGeneration"),  # custom code: RK2 encoder, learned gate
+    ("trained_rk2_decoder", "ODEM2M100ForConditionalGeneration"),  # and RK2 decoder blocks
 ])
 def test_hugging_face_folder_translates_offline_as_fairseq_generate(request, tmp_path, model, hf_class):
     import json
