@@ -55,7 +55,9 @@ def check_representable(config: Dict[str, Any], same_dictionary: bool) -> None:
     ]
     for refused, option, reason in refusals:
         if refused:
-            raise NotRepresentable(f"{option}: {reason}; export --to fairseq or --to ctranslate2 instead")
+            raise NotRepresentable(
+                f"{option}: {reason}; a plain Transformer can still go --to fairseq or --to ctranslate2"
+            )
 
 
 def m2m100_options(plain: PlainTransformer) -> Dict[str, Any]:
