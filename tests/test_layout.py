@@ -15,7 +15,8 @@ ALLOWED = {
     "models": {"solvers", "layers", "options", "checkpoint_files"},
     "analysis": {"solvers", "layers", "checkpoint_files"},
     "fairseq_fixes": {"checkpoint_files"},
-    "cli": {"analysis", "models", "fairseq_fixes", "checkpoint_files", "output_files"},
+    "export": {"solvers", "layers", "models", "checkpoint_files"},
+    "cli": {"analysis", "models", "export", "fairseq_fixes", "checkpoint_files", "output_files"},
     "metrics": {"output_files"},
 }
 

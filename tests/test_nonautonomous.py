@@ -4,7 +4,7 @@ import torch
 
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
-from ode_seq.cli.export import discrete_state_dict
+from ode_seq.export.plain import discrete_state_dict
 from ode_seq.layers.time_weights import TimeEmbedding
 from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
 

@@ -1,119 +1,159 @@
-"""Export a model as a plain fairseq ``transformer`` checkpoint:
+"""Export a trained model that is a plain pre-norm Transformer outside ode-seq
+(docs/export.md has the table of what goes where):
 
-- a non-autonomous ODE Transformer at any step count. Step n of an Euler block with weights
-  θ(τ_n) and step size h is the pre-norm layer with weights θ(τ_n) whose output projections
-  (self-attention, cross-attention, fc2) are scaled by h (:mod:`ode_seq.layers.time_dependent`);
-- a ``lora_transformer`` (step-count adaptation's LoRA fine-tuning) with its adapters merged,
-  W ← W + (α/r)·B A (:mod:`ode_seq.models.lora`).
+- ``--to fairseq``: a fairseq ``transformer`` checkpoint (file) that fairseq-generate loads without
+  this plugin, with safe loading on;
+- ``--to ctranslate2``: a CTranslate2 model directory (CTranslate2's fairseq converter);
+- ``--to hf``: a Hugging Face ``M2M100ForConditionalGeneration`` folder (safetensors) with the
+  dictionary, the SentencePiece model if given, and a tokenizer that needs transformers only; an
+  ODE Transformer with Runge–Kutta blocks becomes an M2M100 with custom code
+  (``trust_remote_code=True``) running ode-seq's solver core.
 
-The checkpoint written holds only tensors and plain containers, so fairseq-generate loads it
-without this plugin and with safe loading on.
+Exportable: Euler ODE Transformers whose steps are Transformer layers, the non-autonomous model at
+any step count (``--encoder-steps``/``--decoder-steps``), ``lora_transformer`` (adapters merged) and
+fairseq's ``transformer`` trained with the plugin (:mod:`ode_seq.export.plain`). Exit status: 2 for
+usage errors (including paths that do not exist or cannot be written), 1 for a model the target
+cannot represent (the message names the option).
 
     python -m ode_seq.cli.export --path ckpt.pt --encoder-steps 12 --decoder-steps 12 --output plain.pt
-    python -m ode_seq.cli.export --path lora/checkpoint_last.pt --output plain.pt
+    python -m ode_seq.cli.export --to ctranslate2 --path ckpt.pt --output ct2-model
+    python -m ode_seq.cli.export --to hf --path ckpt.pt --spm spm.model --output hf-model
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import os
+import shutil
 import sys
-from typing import Dict, List, Optional, Tuple
+import tempfile
+from typing import Any, Dict, List, Optional
 
-import torch
 from fairseq import checkpoint_utils
 
 from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, verify_checkpoint_file
+from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, plain_transformer
 from ode_seq.fairseq_fixes import apply_fixes
-from ode_seq.models import LoRATransformerModel, NonAutonomousODETransformerModel
-from ode_seq.models.lora import merge_adapters
-from ode_seq.output_files import check_output_file, same_file
+from ode_seq.models import NonAutonomousODETransformerModel
+from ode_seq.output_files import check_output_directory, check_output_file, same_file
 
-SCALED_BY_STEP = ("self_attn.out_proj.", "encoder_attn.out_proj.", "fc2.")
-
-
-def discrete_state_dict(model) -> Dict[str, torch.Tensor]:
-    """The state dict of the equivalent fairseq ``transformer`` (one layer per Euler step)."""
-    state = {k: v for k, v in model.state_dict().items() if ".layers." not in k}
-    for side in ("encoder", "decoder"):
-        (block,) = getattr(model, side).layers
-        solver = block.solver
-        if solver.tableau.stages != 1 or block.field_form != "residual-branch":
-            raise ValueError(
-                f"only Euler steps of the residual-branch field are Transformer layers; the {side} "
-                f"uses {solver.method} with --ode-field {block.field_form}: export with "
-                f"--model-overrides \"{{'{side}_ode_method': 'euler'}}\" or keep the ODE model"
-            )
-        h = solver.step_size
-        with torch.no_grad():
-            for n in range(solver.steps):
-                tau = solver.stage_time(n, 0) / solver.interval
-                for name, value in block.weights_at(tau).items():
-                    scale = h if name.startswith(SCALED_BY_STEP) else 1.0
-                    state[f"{side}.layers.{n}.{name}"] = (value * scale).detach().clone()
-    return state
+TARGETS = ("fairseq", "ctranslate2", "hf")
 
 
-def transformer_model_config(args, encoder_steps: int, decoder_steps: int) -> dict:
-    config = {
-        k: v for k, v in vars(args).items()
-        if not k.startswith(("time_", "ode_", "lora_")) and "_ode_" not in k
-    }
-    config.update(
-        _name="transformer", arch="transformer", encoder_layers=encoder_steps,
-        decoder_layers=decoder_steps,
-    )
-    return config
-
-
-def plain_state_dict(model, path: str, arch: str) -> Tuple[Dict[str, torch.Tensor], Tuple[int, int]]:
-    """(state dict of the equivalent fairseq ``transformer``, its encoder and decoder layers)."""
-    if isinstance(model, NonAutonomousODETransformerModel):
-        steps = (model.encoder.layers[0].solver.steps, model.decoder.layers[0].solver.steps)
-        return discrete_state_dict(model), steps
-    if isinstance(model, LoRATransformerModel):
-        return merge_adapters(model).state_dict(), (len(model.encoder.layers), len(model.decoder.layers))
-    raise ValueError(
-        f"{path} holds a {arch} model; export needs ode_transformer_nonauto or lora_transformer"
-    )
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ode_seq.cli.export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--path", required=True, help="checkpoint of an ode_transformer_nonauto or lora_transformer model")
+def parse_args(argv: Optional[List[str]], prog: str = "python -m ode_seq.cli.export") -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--to", choices=TARGETS, default="fairseq", help="format to write (default: fairseq)")
+    p.add_argument("--path", required=True, help="checkpoint to export")
+    p.add_argument("--output", required=True,
+                   help="--to fairseq: the checkpoint file to write; otherwise a new directory")
     p.add_argument("--encoder-steps", type=int, help="Euler steps (layers) of a non-autonomous encoder (default: trained)")
     p.add_argument("--decoder-steps", type=int, help="Euler steps (layers) of a non-autonomous decoder (default: trained)")
-    p.add_argument("--output", required=True, help="fairseq transformer checkpoint to write")
+    p.add_argument("--data", help="data directory with the dictionaries (default: the one the model was trained on)")
+    p.add_argument("--spm", help="--to hf: the SentencePiece model of the corpus, copied into the folder")
     args = p.parse_args(argv)
-    overrides = {}
     for side in ("encoder", "decoder"):
         steps = getattr(args, f"{side}_steps")
         if steps is not None and steps < 1:
             p.error(f"--{side}-steps must be a positive number of steps (layers), got {steps}")
-        if steps is not None:
-            overrides[f"{side}_ode_steps"] = steps
+    if args.spm is not None and args.to != "hf":
+        p.error(f"--spm is for --to hf (the folder's tokenizer); --to {args.to} does not tokenize")
+    return args
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """ValueError for a missing input or an output that cannot be written, before any work."""
+    for option, path in (("--path", args.path), ("--spm", args.spm), ("--data", args.data)):
+        if path is not None and not os.path.exists(path):
+            raise ValueError(f"{option} {path} does not exist")
+    if same_file(args.path, args.output):
+        raise ValueError(f"--output {args.output} is the checkpoint to export; write to another file")
+    if args.to == "fairseq":
+        check_output_file(args.output, "--output")
+    else:
+        check_output_directory(args.output, "--output")
+        if os.path.exists(args.output) and os.listdir(args.output):
+            raise ValueError(f"--output {args.output} exists and is not empty; name a new directory")
+    verify_checkpoint_file(args.path)
+    data = args.data or load_checkpoint(args.path)["cfg"]["task"]["data"]
+    if not os.path.isfile(os.path.join(data, "dict.txt")) and not glob.glob(os.path.join(data, "dict.*.txt")):
+        raise ValueError(
+            f"the model's data directory {data} holds no dictionary (dict.*.txt): pass --data with "
+            "the data directory the model was trained on"
+        )
+
+
+def load_model(args: argparse.Namespace):
+    """(the model in eval mode, fairseq's model options, fairseq's task)."""
+    overrides: Dict[str, Any] = {f"{side}_ode_steps": getattr(args, f"{side}_steps")
+                                 for side in ("encoder", "decoder") if getattr(args, f"{side}_steps")}
+    if args.data is not None:
+        overrides["data"] = args.data
+    (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
+    if (args.encoder_steps or args.decoder_steps) and not isinstance(model, NonAutonomousODETransformerModel):
+        raise ValueError("--encoder-steps and --decoder-steps apply to ode_transformer_nonauto models")
+    return model.eval(), cfg.model, task
+
+
+def fairseq_state(args: argparse.Namespace, plain: PlainTransformer) -> Dict[str, Any]:
+    """The checkpoint of ``plain``: no plugin, no optimizer state, the training state kept."""
+    state = load_checkpoint(args.path)
+    state["model"] = plain.state_dict
+    state["cfg"]["model"] = plain.config
+    state["cfg"]["common"]["user_dir"] = None
+    if args.data is not None:
+        state["cfg"]["task"]["data"] = args.data
+    state["args"] = None
+    state["last_optimizer_state"] = None
+    return state
+
+
+def write_directory(args: argparse.Namespace, model, options, task) -> PlainTransformer:
+    """Write the --to ctranslate2 / hf directory under a temporary name, renamed when complete."""
+    parent = os.path.dirname(os.path.abspath(args.output))
+    os.makedirs(parent, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    try:
+        staged = os.path.join(work, "out")
+        dictionaries = (task.source_dictionary, task.target_dictionary, args.spm, staged)
+        if args.to == "hf" and ode_m2m100.has_rk_stack(model):
+            ode_m2m100.save(model, options, *dictionaries)
+            plain = ode_m2m100.rk_transformer(model, options)
+        else:
+            plain = plain_transformer(model, options)
+            if args.to == "ctranslate2":
+                from ode_seq.export import ctranslate2
+
+                ctranslate2.convert(plain, fairseq_state(args, plain), task.cfg.data, work, staged)
+            else:
+                m2m100.save(plain, *dictionaries)
+        if os.path.isdir(args.output):
+            os.rmdir(args.output)
+        os.replace(staged, args.output)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return plain
+
+
+def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.export") -> int:
+    args = parse_args(argv, prog)
     apply_fixes()
     try:
-        check_output_file(args.output, "--output")
-        if same_file(args.path, args.output):
-            raise ValueError(f"--output {args.output} is the checkpoint to export; write to another file")
-        if not os.path.exists(args.path):
-            raise ValueError(f"checkpoint not found: {args.path}")
-        verify_checkpoint_file(args.path)
-        (model,), cfg, _ = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
-        if overrides and not isinstance(model, NonAutonomousODETransformerModel):
-            raise ValueError("--encoder-steps and --decoder-steps apply to ode_transformer_nonauto models")
-        state_dict, steps = plain_state_dict(model.eval(), args.path, cfg.model.arch)
+        check_paths(args)
+    except ValueError as error:  # the command line names something that is not there
+        print(f"export: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        model, options, task = load_model(args)
+        if args.to == "fairseq":
+            plain = plain_transformer(model, options)
+            save_checkpoint(fairseq_state(args, plain), args.output)
+        else:
+            plain = write_directory(args, model, options, task)
     except ValueError as error:
         print(f"export: error: {error}", file=sys.stderr)
         return 1
-    state = load_checkpoint(args.path)
-    state["model"] = state_dict
-    state["cfg"]["model"] = transformer_model_config(cfg.model, *steps)
-    state["cfg"]["common"]["user_dir"] = None
-    state["args"] = None
-    state["last_optimizer_state"] = None
-    save_checkpoint(state, args.output)
-    print(f"exported {steps[0]} encoder and {steps[1]} decoder layers to {args.output}")
+    print(f"exported {plain.layers[0]} encoder and {plain.layers[1]} decoder layers to {args.output}")
     return 0
 
 

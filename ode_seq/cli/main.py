@@ -15,15 +15,13 @@ import ode_seq
 class Subcommand:
     module: str
     summary: str
-    takes_prog: bool = True  # False: the tool's main(argv) names itself (export's, for now)
 
 
 SUBCOMMANDS = {
     "user-dir": Subcommand("ode_seq.cli.plugin_dir", "print the fairseq plugin directory, for --user-dir"),
     "average": Subcommand("ode_seq.cli.average", "average the parameters of several checkpoints"),
     "analyze": Subcommand("ode_seq.cli.analyze", "trajectories, spectra, Lyapunov exponents of a model: a report"),
-    "export": Subcommand("ode_seq.cli.export", "write a model as a checkpoint of another toolkit or architecture",
-                         takes_prog=False),
+    "export": Subcommand("ode_seq.cli.export", "a model as a plain fairseq checkpoint, a CTranslate2 model or a Hugging Face folder"),
     "bleu": Subcommand("ode_seq.metrics.bleu", "tokenised (compound-split) BLEU and sacreBLEU"),
     "rouge": Subcommand("ode_seq.metrics.rouge", "ROUGE-1/2/L/Lsum with bootstrap confidence intervals"),
     "m2": Subcommand("ode_seq.metrics.m2", "MaxMatch (M2) precision, recall and F0.5"),
@@ -53,9 +51,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     command = SUBCOMMANDS[args.subcommand]
     tool = importlib.import_module(command.module)
-    if command.takes_prog:
-        return tool.main(args.args, prog=f"ode-seq {args.subcommand}")
-    return tool.main(args.args)
+    return tool.main(args.args, prog=f"ode-seq {args.subcommand}")
 
 
 if __name__ == "__main__":

@@ -62,12 +62,14 @@ class EMAWeights(nn.Module):
 
     def __init__(self, stages: int, beta: float = 0.5) -> None:
         super().__init__()
-        self.register_buffer("powers", torch.arange(stages - 1, -1, -1, dtype=torch.float32), persistent=False)
+        self.stages = stages
         self.beta = nn.Parameter(torch.tensor(beta))
 
     def weights(self, ks: Sequence[Tensor]) -> Tensor:
-        """w (s,): β(1−β)^{s−i} for i = 1 … s."""
-        return self.beta * (1 - self.beta) ** self.powers
+        """w (s,): β(1−β)^{s−i} for i = 1 … s. (The exponents are made here, not kept in a
+        buffer, so a model materialised from the meta device, as transformers loads, has them.)"""
+        powers = torch.arange(self.stages - 1, -1, -1, dtype=self.beta.dtype, device=self.beta.device)
+        return self.beta * (1 - self.beta) ** powers
 
     def forward(self, ks: Sequence[Tensor]) -> Tensor:
         w = self.weights(ks).to(ks[0].dtype)

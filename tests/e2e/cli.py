@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
@@ -18,11 +18,13 @@ TINY_MODEL = [
 
 
 def run(tool: str, args: List[str], stdin: Optional[str] = None, check: bool = True,
-        cwd: str = ROOT, timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+        cwd: str = ROOT, timeout: Optional[float] = None,
+        env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
     """Run ``tool`` (a console script of the venv, or 'python') and return its result; a tool
-    still running after ``timeout`` seconds is killed and raises TimeoutExpired."""
+    still running after ``timeout`` seconds is killed and raises TimeoutExpired. ``env``: variables
+    set on top of this process's environment."""
     exe = sys.executable if tool == "python" else os.path.join(BIN, tool)
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", **(env or {}))
     result = subprocess.run(
         [exe, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
     )

@@ -50,7 +50,7 @@ def test_help_lists_every_subcommand_with_one_line_and_version_is_the_package_ve
 @pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
 def test_every_subcommand_shows_its_tools_help_under_its_own_name(tmp_path, name):
     usage = ode_seq_command([name, "--help"], tmp_path).stdout
-    prog = f"ode-seq {name}" if SUBCOMMANDS[name].takes_prog else "python -m ode_seq.cli.export"
+    prog = f"ode-seq {name}"
     assert usage.startswith(f"usage: {prog} [-h]"), usage[:200]
 
 
