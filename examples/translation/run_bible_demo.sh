@@ -26,7 +26,7 @@ HERE="$REPO_ROOT/examples/translation"
 
 # The demo's setting: the best test BLEU of the sweep in docs/demo.md whose whole run fits in 15
 # minutes on an idle 2-core machine of the slower kind. EXPECTED_UPS is its training speed there:
-# half the 3.0 updates/s measured on the faster kind (docs/demo.md).
+# half the 3.2 updates/s measured on the faster kind (docs/demo.md).
 # Its width (embeddings 128, FFN 512) goes before the extra fairseq-train options, which can
 # override it.
 DEMO_ARCH=ode_transformer_rk2_learned_small
@@ -34,7 +34,7 @@ DEMO_WIDTH=(--encoder-embed-dim 128 --decoder-embed-dim 128
             --encoder-ffn-embed-dim 512 --decoder-ffn-embed-dim 512)
 DEMO_MAX_UPDATE=870
 DEMO_MAX_TOKENS=2048
-DEMO_LR=2e-3
+DEMO_LR=3e-3
 DEMO_WARMUP=300
 DEMO_DROPOUT=0
 DEMO_VOCAB_SIZE=4000
