@@ -10,8 +10,8 @@ import logging
 from typing import ClassVar, Dict, List, Optional, Tuple
 
 from fairseq.models import register_model
-from torch import Tensor, nn
 from fairseq.models.transformer import TransformerConfig, TransformerModel
+from torch import Tensor, nn
 
 from ode_seq.layers import LAYER_KINDS
 from ode_seq.layers.blocks import BlockClasses
@@ -21,6 +21,7 @@ from ode_seq.solvers import EMAWeights, FreeWeights, StageGate
 from .config import ModelOptions, ODEOptions, StackOptions
 from .stacks import ODETransformerDecoder, ODETransformerEncoder
 
+logger = logging.getLogger(__name__)
 
 PARAMETER_OPTIONS = (
     "--ode-coefficients, --encoder-layers/--decoder-layers, --*-share-group-size, "
@@ -56,7 +57,7 @@ def parameter_mismatch(model: Dict[str, Tensor], checkpoint: Dict[str, Tensor]) 
         "between methods whose parameters are the same"
     )
 
-logger = logging.getLogger(__name__)
+
 # The modules holding a block's trainable output weights (--ode-coefficients other than fixed).
 COEFFICIENT_MODULES = (StageGate, FreeWeights, EMAWeights)
 
