@@ -20,7 +20,7 @@
 #   --max-tokens N        tokens per batch (default: 2048)
 #   --lr LR --warmup N    inverse_sqrt peak and warmup (default: 2e-3, 300)
 #   --tune                tune lr and warmup per configuration first (see above)
-#   --tune-lrs "A B ..."  peak learning rates tried at --warmup (default: 1e-3 2e-3 4e-3)
+#   --tune-lrs "A B ..."  peak learning rates tried at --warmup (default: 1e-3 2e-3 4e-3 8e-3)
 #   --tune-warmups "N ..."  warmups tried at the best of them (default: 150 600)
 #   --embed-dim D         model width; FFN 4·D, D/32 heads (default: 128)
 #   --save-interval-updates K   checkpoint spacing; the newest 5 are averaged (default: 50)
@@ -55,7 +55,7 @@ MAX_TOKENS=2048
 LR=2e-3
 WARMUP=300
 TUNE=0
-TUNE_LRS="1e-3 2e-3 4e-3"
+TUNE_LRS="1e-3 2e-3 4e-3 8e-3"
 TUNE_WARMUPS="150 600"
 EMBED_DIM=128
 SAVE_INTERVAL=50
