@@ -134,5 +134,26 @@ now:  $2"
   fi
 }
 
+# What a run-config records about its inputs: their contents, and the places of outputs relative to
+# the directory that records them, so that a checkout or work dir moved or cloned elsewhere resumes
+# while a changed input is refused.
+content_id() {  # content_id FILE... — a digest of the files' contents (not of their names or places)
+  local file
+  for file in "$@"; do
+    [[ -f "$file" && -r "$file" ]] || die "cannot read $file"
+  done
+  echo "sha256:$(for file in "$@"; do sha256sum < "$file"; done | sha256sum | cut -c1-16)"
+}
+
+data_bin_id() {  # data_bin_id DIR SUBSET — the content_id of a fairseq data-bin's dictionaries and SUBSET
+  compgen -G "$1/$2.*" > /dev/null \
+    || die "$1 holds no binarised subset '$2' (no $2.* files); binarise it with the prepare script"
+  content_id "$1"/dict.*.txt "$1/$2".*
+}
+
+path_from() {  # path_from DIR PATH — PATH relative to DIR (true as long as both move together)
+  realpath -m --relative-to="$1" -- "$2"
+}
+
 # The translation scripts once read the architecture from ODE_SEQ_ARCH; no script reads it now.
 refuse_environment ODE_SEQ_ARCH=--arch

@@ -77,10 +77,13 @@ require_file "$CHECKPOINT" "train with examples/gec/train.sh or pass --checkpoin
 require_file "$DATA_BIN/dict.src.txt" "run examples/gec/prepare.sh or pass --data-bin"
 require_file "$TEST_M2" "pass the gold M2 of subset '$SUBSET' with --test-m2"
 # Outputs made with other settings or by an earlier state of the checkpoint are never reused.
-check_run_config "$OUT_DIR" "checkpoint=$(realpath -m "$CHECKPOINT") data-bin=$(realpath -m "$DATA_BIN") \
-subset=$SUBSET test-m2=$(realpath -m "$TEST_M2") beam=$BEAM lenpen=$LENPEN max-tokens=$MAX_TOKENS \
-max-len-a=$MAX_LEN_A max-len-b=$MAX_LEN_B errant=$ERRANT errant-ref-m2=$(realpath -m "$ERRANT_REF_M2") \
-extra=${EXTRA[*]}"
+DATA_ID="$(data_bin_id "$DATA_BIN" "$SUBSET")"
+TEST_M2_ID="$(content_id "$TEST_M2")"
+ERRANT_REF_ID=""
+[[ "$ERRANT" -eq 0 ]] || ERRANT_REF_ID="$(content_id "$ERRANT_REF_M2")"
+check_run_config "$OUT_DIR" "checkpoint=$(path_from "$OUT_DIR" "$CHECKPOINT") data-bin=$DATA_ID \
+subset=$SUBSET test-m2=$TEST_M2_ID beam=$BEAM lenpen=$LENPEN max-tokens=$MAX_TOKENS max-len-a=$MAX_LEN_A \
+max-len-b=$MAX_LEN_B errant=$ERRANT errant-ref-m2=$ERRANT_REF_ID extra=${EXTRA[*]}"
 check_not_newer "$CHECKPOINT" "$OUT_DIR/generate.txt"
 GPUS="${GPUS:-$(default_gpus)}"
 DEVICE=()

@@ -76,15 +76,20 @@ use_project_python
 require_file "$CHECKPOINT" "train with examples/summarization/train.sh or pass --checkpoint"
 require_file "$REF" "run examples/summarization/prepare.sh --work-dir $WORK_DIR or pass --ref"
 if [[ -f "$WORK_DIR/bin/spm.model" ]]; then
-  BPE=(--bpe sentencepiece --sentencepiece-model "$WORK_DIR/bin/spm.model")
+  SUBWORD_FILES=("$WORK_DIR/bin/spm.model")
+  BPE=(--bpe sentencepiece --sentencepiece-model "${SUBWORD_FILES[0]}")
 elif [[ -f "$WORK_DIR/bin/encoder.json" ]]; then
-  BPE=(--bpe gpt2 --gpt2-encoder-json "$WORK_DIR/bin/encoder.json" --gpt2-vocab-bpe "$WORK_DIR/bin/vocab.bpe")
+  SUBWORD_FILES=("$WORK_DIR/bin/encoder.json" "$WORK_DIR/bin/vocab.bpe")
+  BPE=(--bpe gpt2 --gpt2-encoder-json "${SUBWORD_FILES[0]}" --gpt2-vocab-bpe "${SUBWORD_FILES[1]}")
 else
   die "no subword model (spm.model or encoder.json) in $WORK_DIR/bin; run prepare.sh --work-dir $WORK_DIR"
 fi
 # Outputs made with other settings or by an earlier state of the checkpoint are never reused.
-check_run_config "$OUT_DIR" "checkpoint=$(realpath -m "$CHECKPOINT") data=$(realpath -m "$WORK_DIR") \
-subset=$SUBSET ref=$(realpath -m "$REF") batch-size=$BATCH_SIZE beam=$BEAM lenpen=$LENPEN \
+DATA_ID="$(data_bin_id "$WORK_DIR/bin" "$SUBSET")"
+SUBWORD_ID="$(content_id "${SUBWORD_FILES[@]}")"
+REF_ID="$(content_id "$REF")"
+check_run_config "$OUT_DIR" "checkpoint=$(path_from "$OUT_DIR" "$CHECKPOINT") data=$DATA_ID \
+subwords=$SUBWORD_ID subset=$SUBSET ref=$REF_ID batch-size=$BATCH_SIZE beam=$BEAM lenpen=$LENPEN \
 min-len=$MIN_LEN max-len-b=$MAX_LEN_B no-repeat-ngram=$NO_REPEAT_NGRAM extra=${EXTRA[*]}"
 check_not_newer "$CHECKPOINT" "$OUT_DIR/generate-$SUBSET.txt"
 GPUS="${GPUS:-$(default_gpus)}"

@@ -73,11 +73,12 @@ OUT_DIR="${OUT_DIR:-$CHECKPOINT_DIR/eval-$SUBSET}"
   || require_file "$CHECKPOINT_DIR/checkpoint_last.pt" "train a model into $CHECKPOINT_DIR first"
 # Outputs made with other settings or from an earlier state of the run are never reused. Once the
 # run's checkpoints are deleted, averaged.pt is the model, whatever averaged it.
-check_run_config "$OUT_DIR" "data-bin=$(realpath -m "$DATA_BIN") subset=$SUBSET beam=$BEAM \
-lenpen=$LENPEN remove-bpe=$REMOVE_BPE max-tokens=$MAX_TOKENS ref=$(realpath -m "$REF") lang=$LANG_TGT \
-extra=${EXTRA[*]}"
+DATA_ID="$(data_bin_id "$DATA_BIN" "$SUBSET")"
+REF_ID="$(content_id "$REF")"
+check_run_config "$OUT_DIR" "data-bin=$DATA_ID subset=$SUBSET beam=$BEAM lenpen=$LENPEN \
+remove-bpe=$REMOVE_BPE max-tokens=$MAX_TOKENS ref=$REF_ID lang=$LANG_TGT extra=${EXTRA[*]}"
 if [[ -e "$CHECKPOINT_DIR/checkpoint_last.pt" ]]; then
-  check_run_config "$OUT_DIR" "checkpoints=$(realpath -m "$CHECKPOINT_DIR") average-last=$AVERAGE_LAST \
+  check_run_config "$OUT_DIR" "checkpoints=$(path_from "$OUT_DIR" "$CHECKPOINT_DIR") average-last=$AVERAGE_LAST \
 kind=$CHECKPOINT_KIND" averaging-config.txt
   check_not_newer "$CHECKPOINT_DIR/checkpoint_last.pt" "$OUT_DIR/averaged.pt"
 fi

@@ -75,8 +75,8 @@ if run_stage "$WORK_DIR/corpus/test.ref" "corpus extraction"; then
     publish "$WORK_DIR/corpus/$split.ref.tmp" "$WORK_DIR/corpus/$split.ref"
   done
 fi
-check_run_config "$WORK_DIR/corpus" "corpus=$(cd "$CORPUS_DIR" && pwd) \
-train=$TRAIN_PAIRS valid=$VALID_PAIRS test=$TEST_PAIRS"
+CORPUS_ID="$(content_id "$CORPUS_DIR"/{train,valid,test}.tsv.gz)"
+check_run_config "$WORK_DIR/corpus" "corpus=$CORPUS_ID train=$TRAIN_PAIRS valid=$VALID_PAIRS test=$TEST_PAIRS"
 
 "$REPO_ROOT/examples/translation/prepare_parallel.sh" --src "$SRC" --tgt "$TGT" \
   --train "$WORK_DIR/corpus/train" --valid "$WORK_DIR/corpus/valid" --test "$WORK_DIR/corpus/test" \

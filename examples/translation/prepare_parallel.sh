@@ -83,8 +83,22 @@ if run_stage "$WORK_DIR/raw" "input check"; then
   done
   publish "$WORK_DIR/raw.tmp" "$WORK_DIR/raw"
 fi
-check_run_config "$WORK_DIR" "train=$TRAIN valid=$VALID test=$TEST src=$SRC tgt=$TGT \
-subword=$SUBWORD vocab=$VOCAB_SIZE codes=$BPE_CODES max_len=$MAX_LEN ratio=$RATIO"
+input_id() {  # input_id SPLIT — the content of the split's input pair (its copy in raw/ once the
+  local prefix="${PREFIX[$1]}"  # inputs are gone: the copy is byte for byte what they were)
+  if [[ -f "$prefix.$SRC" && -f "$prefix.$TGT" ]]; then
+    content_id "$prefix.$SRC" "$prefix.$TGT"
+  else
+    content_id "$WORK_DIR/raw/$1.$SRC" "$WORK_DIR/raw/$1.$TGT"
+  fi
+}
+# One assignment per line: set -e stops at each failed one.
+TRAIN_ID="$(input_id train)"
+VALID_ID="$(input_id valid)"
+TEST_ID="$(input_id test)"
+CODES_ID=""
+[[ -z "$BPE_CODES" ]] || CODES_ID="$(content_id "$BPE_CODES")"
+check_run_config "$WORK_DIR" "train=$TRAIN_ID valid=$VALID_ID test=$TEST_ID src=$SRC tgt=$TGT \
+subword=$SUBWORD vocab=$VOCAB_SIZE codes=$CODES_ID max_len=$MAX_LEN ratio=$RATIO"
 
 # 2. Moses normalisation (control characters removed) and tokenisation with aggressive dash splits.
 if run_stage "$WORK_DIR/tok" "tokenisation"; then

@@ -190,3 +190,46 @@ def test_readme_command_lines_use_only_their_scripts_options(readme, line, scrip
 def test_every_example_readme_shows_a_command_line():
     assert {readme for readme, *_ in readme_commands()} == {
         p.parent.name for p in EXAMPLES.glob("*/README.md")}
+
+
+def lib_call(*lines: str) -> subprocess.CompletedProcess:
+    """Run LINES in a bash script that sources examples/lib.sh under the pipelines' strict mode."""
+    script = "\n".join(["set -euo pipefail", f"source {shlex.quote(str(EXAMPLES / 'lib.sh'))}", *lines])
+    return subprocess.run(["bash", "-c", script, "probe.sh"], capture_output=True, text=True, timeout=60)
+
+
+def test_a_content_id_follows_the_contents_not_the_place(tmp_path):
+    for directory in ("a", "b"):
+        (tmp_path / directory).mkdir()
+        (tmp_path / directory / "x.txt").write_text("one\n")
+        (tmp_path / directory / "y.txt").write_text("two\n")
+    (tmp_path / "b" / "renamed.txt").write_text("two\n")
+    (tmp_path / "changed.txt").write_text("two!\n")
+    ids = lib_call(*(f"content_id {tmp_path}/{first} {tmp_path}/{second}" for first, second in [
+        ("a/x.txt", "a/y.txt"), ("b/x.txt", "b/renamed.txt"), ("a/y.txt", "a/x.txt"),
+        ("a/x.txt", "changed.txt")]))
+    assert ids.returncode == 0, ids.stderr
+    same, moved, swapped, changed = ids.stdout.split()
+    assert same == moved and same.startswith("sha256:")
+    assert len({same, swapped, changed}) == 3
+
+
+def test_an_unreadable_input_stops_the_script_before_its_settings_are_recorded(tmp_path):
+    result = lib_call(f'ID="$(content_id {tmp_path}/missing.txt)"', "echo recorded")
+    assert result.returncode == 1
+    assert f"probe.sh: error: cannot read {tmp_path}/missing.txt" in result.stderr
+    assert "recorded" not in result.stdout
+
+
+def test_a_data_bin_without_the_subset_is_named(tmp_path):
+    (tmp_path / "dict.en.txt").write_text("a 1\n")
+    (tmp_path / "valid.en-es.en.bin").write_bytes(b"\0")
+    assert lib_call(f"data_bin_id {tmp_path} valid").returncode == 0
+    result = lib_call(f"data_bin_id {tmp_path} test")
+    assert result.returncode == 1
+    assert f"{tmp_path} holds no binarised subset 'test' (no test.* files)" in result.stderr
+
+
+def test_a_path_is_recorded_relative_to_its_recording_directory(tmp_path):
+    result = lib_call(f"path_from {tmp_path}/run/eval-test {tmp_path}/run")
+    assert result.stdout.strip() == ".."

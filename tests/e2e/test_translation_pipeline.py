@@ -7,6 +7,7 @@ transformer; tiny sizes are passed on the command line either way.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -183,6 +184,29 @@ def test_evaluation_refuses_to_reuse_translations_made_with_another_beam(demo):
     assert result.returncode != 0
     assert f"{eval_dir} was prepared with other settings" in result.stderr
     assert (eval_dir / "scores.txt").read_bytes() == scores
+
+
+def test_a_moved_work_dir_resumes_and_a_changed_corpus_is_refused(demo, tmp_path):
+    work, first, _ = demo
+    moved, corpus = tmp_path / "moved", tmp_path / "corpus"
+    shutil.copytree(work, moved)
+    shutil.copytree(TRANSLATION / "data", corpus)
+    prepared = run_script("prepare_bible.sh", "--work-dir", str(moved), "--corpus-dir", str(corpus),
+                          *PREPARE_ARGS)
+    assert prepared.returncode == 0, prepared.stderr[-4000:]
+    assert "skip binarisation" in prepared.stderr
+    again = run_script("run_bible_demo.sh", "--work-dir", str(moved), *DEMO_ARGS)
+    assert again.returncode == 0, again.stderr[-4000:]
+    for stage in ("checkpoint averaging", "generation", "scoring"):
+        assert f"skip {stage}" in again.stderr, stage
+    assert summary(again.stdout).replace(str(moved), str(work)) == summary(first.stdout)
+
+    with gzip.open(corpus / "test.tsv.gz", "at", encoding="utf-8") as test_split:
+        test_split.write("Gen 99:1\tOne more verse.\tUn versículo más.\n")
+    changed = run_script("prepare_bible.sh", "--work-dir", str(moved), "--corpus-dir", str(corpus),
+                         *PREPARE_ARGS)
+    assert changed.returncode == 1
+    assert f"{moved / 'corpus'} was prepared with other settings" in changed.stderr
 
 
 def test_a_work_dir_named_by_a_relative_path_is_the_same_work_dir(demo):
