@@ -5,12 +5,11 @@ Same weights (a deep copy), same batch; fwd+bwd of mean(h²) and an eval-mode fo
 happens in the warm-up runs, so the ratios are steady-state speed. Opt-in (``--sections compile``):
 it needs a C/C++ compiler on CPU and takes a while to compile.
 """
+
 from __future__ import annotations
 
 import copy
 from typing import List
-
-import torch
 
 from benchmarks.context import RunContext
 from benchmarks.data import synthetic_batch
@@ -31,14 +30,20 @@ def run_compiled_blocks(context: RunContext) -> List[Row]:
     for block in compiled.layers:
         block.compile(dynamic=False)
     rows: List[Row] = []
-    for backward, metric in ((True, "source tokens/s (fwd+bwd)"),
-                             (False, "source tokens/s (eval forward)")):
-        workloads = {label: EncoderPass(encoder, batch, context, backward)
-                     for label, encoder in ((eager_label, eager), (compiled_label, compiled))}
+    for backward, metric in ((True, "source tokens/s (fwd+bwd)"), (False, "source tokens/s (eval forward)")):
+        workloads = {
+            label: EncoderPass(encoder, batch, context, backward)
+            for label, encoder in ((eager_label, eager), (compiled_label, compiled))
+        }
         times = context.time(workloads, s.train_iters)
-        rows.append(Row(
-            "compile", f"{compiled_label} / eager", metric,
-            median_ratio(times[eager_label], times[compiled_label]), None,
-            spread(times[eager_label], times[compiled_label]),
-        ))
+        rows.append(
+            Row(
+                "compile",
+                f"{compiled_label} / eager",
+                metric,
+                median_ratio(times[eager_label], times[compiled_label]),
+                None,
+                spread(times[eager_label], times[compiled_label]),
+            )
+        )
     return rows

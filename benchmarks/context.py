@@ -1,4 +1,5 @@
 """What every section of a run shares: settings, device, dictionary, results, progress log."""
+
 from __future__ import annotations
 
 import sys
@@ -32,15 +33,14 @@ class RunContext:
         return autocast(self.device, self.settings.dtype)
 
     def log(self, message: str) -> None:
-        print(f"[{time.perf_counter() - self.started:7.1f}s] {message}", file=sys.stderr,
-              flush=True)
+        print(f"[{time.perf_counter() - self.started:7.1f}s] {message}", file=sys.stderr, flush=True)
 
     def build(self, spec: ModelSpec) -> nn.Module:
         return build(spec, self.settings, self.dictionary)
 
     def time(self, workloads: Mapping[str, Workload], iters: int) -> Dict[str, List[float]]:
         """Interleaved rounds of ``workloads`` with the run's rounds and warm-up."""
-        self.log(f"timing {len(workloads)} workloads x {self.settings.rounds} rounds: "
-                 + ", ".join(workloads))
-        return interleaved_times(workloads, self.device, self.settings.rounds, iters,
-                                 self.settings.warmup, self.settings.clock)
+        self.log(f"timing {len(workloads)} workloads x {self.settings.rounds} rounds: " + ", ".join(workloads))
+        return interleaved_times(
+            workloads, self.device, self.settings.rounds, iters, self.settings.warmup, self.settings.clock
+        )

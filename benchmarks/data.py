@@ -1,5 +1,6 @@
 """Batches shared by every model of a run: a dictionary, synthetic training batches and a
 generation batch of real sentences from the bundled corpus (synthetic when it is absent)."""
+
 from __future__ import annotations
 
 import collections
@@ -80,12 +81,18 @@ class TrainingBatch:
 
     @property
     def net_input(self) -> Dict[str, Tensor]:
-        return dict(src_tokens=self.src_tokens, src_lengths=self.src_lengths,
-                    prev_output_tokens=self.prev_output_tokens)
+        return dict(
+            src_tokens=self.src_tokens, src_lengths=self.src_lengths, prev_output_tokens=self.prev_output_tokens
+        )
 
     def to(self, device: torch.device) -> "TrainingBatch":
-        return TrainingBatch(self.src_tokens.to(device), self.src_lengths.to(device),
-                             self.prev_output_tokens.to(device), self.target.to(device), self.pad)
+        return TrainingBatch(
+            self.src_tokens.to(device),
+            self.src_lengths.to(device),
+            self.prev_output_tokens.to(device),
+            self.target.to(device),
+            self.pad,
+        )
 
 
 def _left_padded(sentences: List[Tensor], d: Dictionary) -> Tuple[Tensor, Tensor]:
@@ -93,7 +100,7 @@ def _left_padded(sentences: List[Tensor], d: Dictionary) -> Tuple[Tensor, Tensor
     lengths = torch.tensor([len(s) + 1 for s in sentences])
     tokens = torch.full((len(sentences), int(lengths.max())), d.pad())
     for i, s in enumerate(sentences):
-        tokens[i, tokens.size(1) - len(s) - 1:] = torch.cat([s, torch.tensor([d.eos()])])
+        tokens[i, tokens.size(1) - len(s) - 1 :] = torch.cat([s, torch.tensor([d.eos()])])
     return tokens, lengths
 
 
@@ -134,8 +141,7 @@ def generation_sample(d: Dictionary, settings: Settings) -> Tuple[Dict, str]:
                 break
         if len(chosen) < settings.gen_sentences:
             raise ValueError(
-                f"only {len(chosen)} test verses have <= {limit} tokens; lower "
-                f"--gen-sentences or raise --gen-max-len"
+                f"only {len(chosen)} test verses have <= {limit} tokens; lower --gen-sentences or raise --gen-max-len"
             )
         src_tokens, src_lengths = _left_padded(chosen, d)
         origin = "test verses of the bundled corpus"
@@ -144,6 +150,8 @@ def generation_sample(d: Dictionary, settings: Settings) -> Tuple[Dict, str]:
         src_tokens, src_lengths = batch.src_tokens, batch.src_lengths
         origin = "synthetic sentences (no bundled corpus found)"
     sample = {"net_input": {"src_tokens": src_tokens, "src_lengths": src_lengths}}
-    description = (f"{origin}: {len(src_lengths)} sentences, {int(src_lengths.sum())} source "
-                   f"tokens, lengths {int(src_lengths.min())}-{int(src_lengths.max())}")
+    description = (
+        f"{origin}: {len(src_lengths)} sentences, {int(src_lengths.sum())} source "
+        f"tokens, lengths {int(src_lengths.min())}-{int(src_lengths.max())}"
+    )
     return sample, description

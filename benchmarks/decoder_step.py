@@ -6,6 +6,7 @@ cached tensors are shared, since attention replaces rather than mutates them). A
 evaluates its layer n times, so n is its floor; a block that recomputed the prefix would also
 get slower with the prefix much faster than the vanilla layer does.
 """
+
 from __future__ import annotations
 
 from statistics import median
@@ -31,8 +32,9 @@ def copy_state(state: Dict[str, Any]) -> Dict[str, Any]:
 class DecoderLayerStep(Workload):
     """Decode position ``prefix`` + 1 with one layer, ``rows`` hypotheses at once."""
 
-    def __init__(self, layer: nn.Module, prefix: int, encoder_out: Tensor,
-                 encoder_padding_mask: Tensor, context: RunContext) -> None:
+    def __init__(
+        self, layer: nn.Module, prefix: int, encoder_out: Tensor, encoder_padding_mask: Tensor, context: RunContext
+    ) -> None:
         self.layer = layer
         self.encoder_out = encoder_out
         self.encoder_padding_mask = encoder_padding_mask
@@ -49,8 +51,9 @@ class DecoderLayerStep(Workload):
 
     def _step(self, x: Tensor, state: Dict[str, Any]) -> None:
         with torch.no_grad(), self.context.autocast():
-            self.layer(x, encoder_out=self.encoder_out,
-                       encoder_padding_mask=self.encoder_padding_mask, incremental_state=state)
+            self.layer(
+                x, encoder_out=self.encoder_out, encoder_padding_mask=self.encoder_padding_mask, incremental_state=state
+            )
 
     def prepare(self) -> None:
         self.layer.eval()
@@ -84,8 +87,11 @@ def run_decoder_step(context: RunContext) -> List[Row]:
         f"{s.source_len} source positions, prefixes {short} and {long}, "
         f"{s.step_iters} steps per round"
     )
-    steps = {(label, prefix): DecoderLayerStep(layer, prefix, encoder_out, mask, context)
-             for prefix in (short, long) for label, layer in layers.items()}
+    steps = {
+        (label, prefix): DecoderLayerStep(layer, prefix, encoder_out, mask, context)
+        for prefix in (short, long)
+        for label, layer in layers.items()
+    }
     times = context.time({f"{label} @{p}": w for (label, p), w in steps.items()}, s.step_iters)
 
     def t(label: str, prefix: int) -> List[float]:
@@ -97,18 +103,26 @@ def run_decoder_step(context: RunContext) -> List[Row]:
         comparison = f"{label} (n={n}) / {VANILLA}"
         for prefix in (short, long):
             rk, vanilla = t(label, prefix), t(VANILLA, prefix)
-            result.append(Row(
-                "decoder-step", comparison, f"seconds per step @prefix {prefix}",
-                median_ratio(rk, vanilla), ("<=", round(1.1 * n, 2)),
-                f"{1e6 * median(rk):.0f} vs {1e6 * median(vanilla):.0f} us; "
-                f"{spread(rk, vanilla)}",
-            ))
+            result.append(
+                Row(
+                    "decoder-step",
+                    comparison,
+                    f"seconds per step @prefix {prefix}",
+                    median_ratio(rk, vanilla),
+                    ("<=", round(1.1 * n, 2)),
+                    f"{1e6 * median(rk):.0f} vs {1e6 * median(vanilla):.0f} us; {spread(rk, vanilla)}",
+                )
+            )
         rk_growth = round_ratios(t(label, long), t(label, short))
         vanilla_growth = round_ratios(t(VANILLA, long), t(VANILLA, short))
-        result.append(Row(
-            "decoder-step", comparison, f"step-time growth @{long} vs @{short}",
-            median_ratio(rk_growth, vanilla_growth), ("<=", 1.1),
-            f"x{median(rk_growth):.2f} vs x{median(vanilla_growth):.2f}; "
-            f"{spread(rk_growth, vanilla_growth)}",
-        ))
+        result.append(
+            Row(
+                "decoder-step",
+                comparison,
+                f"step-time growth @{long} vs @{short}",
+                median_ratio(rk_growth, vanilla_growth),
+                ("<=", 1.1),
+                f"x{median(rk_growth):.2f} vs x{median(vanilla_growth):.2f}; {spread(rk_growth, vanilla_growth)}",
+            )
+        )
     return result

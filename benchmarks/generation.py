@@ -4,6 +4,7 @@ The models are randomly initialised, so where they stop would differ from model 
 compare equal work, every hypothesis is made exactly as long as the longest source
 (min_len = max_len = that length, EOS forced there), so every model runs the same steps.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -24,13 +25,19 @@ from benchmarks.table import Row
 class BeamSearch(Workload):
     """``generator.generate`` on one batch of sources."""
 
-    def __init__(self, model: nn.Module, dictionary: Dictionary, sample: Dict, beam: int,
-                 length: int, context: RunContext) -> None:
+    def __init__(
+        self, model: nn.Module, dictionary: Dictionary, sample: Dict, beam: int, length: int, context: RunContext
+    ) -> None:
         self.model = model
         self.sample = sample
         self.context = context
         self.generator = SequenceGenerator(
-            [model], dictionary, beam_size=beam, max_len_a=0, max_len_b=length, min_len=length,
+            [model],
+            dictionary,
+            beam_size=beam,
+            max_len_a=0,
+            max_len_b=length,
+            min_len=length,
         )
 
     def prepare(self) -> None:
@@ -54,8 +61,7 @@ class EncoderOnly(Workload):
 
     def run(self) -> None:
         with torch.no_grad(), self.context.autocast():
-            self.model.encoder(self.net_input["src_tokens"],
-                               src_lengths=self.net_input["src_lengths"])
+            self.model.encoder(self.net_input["src_tokens"], src_lengths=self.net_input["src_lengths"])
 
 
 def _to(sample: Dict, device: torch.device) -> Dict:
@@ -66,8 +72,7 @@ def run_generation(context: RunContext) -> List[Row]:
     s = context.settings
     sample, description = generation_sample(context.dictionary, s)
     length = int(sample["net_input"]["src_lengths"].max())
-    context.notes.append(f"generation batch: {description}; beam {s.beam}; every hypothesis "
-                         f"{length} tokens + EOS")
+    context.notes.append(f"generation batch: {description}; beam {s.beam}; every hypothesis {length} tokens + EOS")
     sample = _to(sample, context.device)
     shape = f"{s.layers}-{s.layers}"
     specs = [
@@ -78,8 +83,7 @@ def run_generation(context: RunContext) -> List[Row]:
     ]
     models = {spec.label: context.build(spec) for spec in specs}
     workloads: Dict[str, Workload] = {
-        label: BeamSearch(model, context.dictionary, sample, s.beam, length, context)
-        for label, model in models.items()
+        label: BeamSearch(model, context.dictionary, sample, s.beam, length, context) for label, model in models.items()
     }
     base = specs[0].label
     encoder = f"{base} encoder only"
@@ -89,17 +93,28 @@ def run_generation(context: RunContext) -> List[Row]:
     rate = {label: sentences / statistics.median(t) for label, t in times.items()}
     targets = {specs[1].label: (">=", 0.95), specs[2].label: (">=", 0.85)}
     rows = [
-        Row("generation", f"{spec.label} / {base}", f"sentences/s (beam {s.beam})",
-            median_ratio(times[base], times[spec.label]), targets.get(spec.label),
-            f"{rate[spec.label]:.2f} vs {rate[base]:.2f} sent/s; "
-            f"{spread(times[base], times[spec.label])}")
+        Row(
+            "generation",
+            f"{spec.label} / {base}",
+            f"sentences/s (beam {s.beam})",
+            median_ratio(times[base], times[spec.label]),
+            targets.get(spec.label),
+            f"{rate[spec.label]:.2f} vs {rate[base]:.2f} sent/s; {spread(times[base], times[spec.label])}",
+        )
         for spec in specs[1:]
     ]
     # An RK4 encoder evaluates each layer 4 times: with free stepping, beam search would take
     # T + 3E (T: the vanilla search, E: its encoder pass), whatever the implementation.
     share = statistics.median(e / t for e, t in zip(times[encoder], times[base]))
     bound = statistics.median(t / (t + 3 * e) for e, t in zip(times[encoder], times[base]))
-    rows.append(Row("generation", f"{specs[2].label} / {base}",
-                    "sentences/s bound with free RK stepping (T/(T+3E))", bound, None,
-                    f"encoder E = {share:.1%} of the vanilla search T"))
+    rows.append(
+        Row(
+            "generation",
+            f"{specs[2].label} / {base}",
+            "sentences/s bound with free RK stepping (T/(T+3E))",
+            bound,
+            None,
+            f"encoder E = {share:.1%} of the vanilla search T",
+        )
+    )
     return rows

@@ -15,6 +15,7 @@ cut short keeps what it finished):
   error of the encoder output; passes when it is at most ``ADAPTIVE_FACTOR`` × the relative error
   of the same shared layer integrated by RK4 on its fixed grid in the same precision.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,10 +62,16 @@ class Sizes:
 
     def options(self) -> Dict[str, int]:
         d = self.embed_dim
-        return dict(encoder_embed_dim=d, decoder_embed_dim=d, encoder_ffn_embed_dim=4 * d,
-                    decoder_ffn_embed_dim=4 * d, encoder_attention_heads=self.heads,
-                    decoder_attention_heads=self.heads, encoder_layers=self.layers,
-                    decoder_layers=self.layers)
+        return dict(
+            encoder_embed_dim=d,
+            decoder_embed_dim=d,
+            encoder_ffn_embed_dim=4 * d,
+            decoder_ffn_embed_dim=4 * d,
+            encoder_attention_heads=self.heads,
+            decoder_attention_heads=self.heads,
+            encoder_layers=self.layers,
+            decoder_layers=self.layers,
+        )
 
 
 GPU_SIZES = Sizes(embed_dim=512, heads=8, layers=2, vocab=1000, lengths=(12, 7, 16, 9))
@@ -98,7 +105,7 @@ def random_batch(task: Task, lengths: Sequence[int], seed: int = 0, device: str 
     src = torch.full((bsz, longest), d.pad())
     tgt = torch.full((bsz, longest + 1), d.pad())
     for i, n in enumerate(lengths):
-        src[i, longest - n:] = torch.randint(d.nspecial, len(d), (n,), generator=g)
+        src[i, longest - n :] = torch.randint(d.nspecial, len(d), (n,), generator=g)
         tgt[i, 0] = d.eos()
         tgt[i, 1 : n + 1] = torch.randint(d.nspecial, len(d), (n,), generator=g)
     return src.to(device), torch.tensor(lengths, device=device), tgt.to(device)
@@ -147,20 +154,41 @@ def decoding_checks(sizes: Sizes, device: str) -> Iterator[Dict[str, Any]]:
     for method, mode in method_modes():
         if sizes == SMOKE_SIZES and mode != "fixed" and method != "rk4":
             continue
-        model = build_model("ode_transformer_rk4_encdec", task, encoder_ode_method=method,
-                            decoder_ode_method=method, ode_coefficients=mode,
-                            **sizes.options()).to(device).eval()
+        model = (
+            build_model(
+                "ode_transformer_rk4_encdec",
+                task,
+                encoder_ode_method=method,
+                decoder_ode_method=method,
+                ode_coefficients=mode,
+                **sizes.options(),
+            )
+            .to(device)
+            .eval()
+        )
         full32, inc32, mask = full_and_incremental_log_probs(model, task, sizes.lengths)
         error32 = max_difference(full32, inc32, mask)
-        yield dict(group="decoding", name=f"{method}/{mode}", dtype="fp32", error=error32,
-                   tolerance=FP32_TOLERANCE, passed=error32 <= FP32_TOLERANCE)
+        yield dict(
+            group="decoding",
+            name=f"{method}/{mode}",
+            dtype="fp32",
+            error=error32,
+            tolerance=FP32_TOLERANCE,
+            passed=error32 <= FP32_TOLERANCE,
+        )
         full16, inc16, _ = full_and_incremental_log_probs(model.to(torch.bfloat16), task, sizes.lengths)
         error16 = max_difference(full16, inc16, mask)
         rounding = max_difference(full16, full32, mask)
         tolerance = BF16_FACTOR * rounding
-        yield dict(group="decoding", name=f"{method}/{mode}", dtype="bf16", error=error16,
-                   rounding=rounding, tolerance=tolerance,
-                   passed=math.isfinite(error16) and error16 <= tolerance)
+        yield dict(
+            group="decoding",
+            name=f"{method}/{mode}",
+            dtype="bf16",
+            error=error16,
+            rounding=rounding,
+            tolerance=tolerance,
+            passed=math.isfinite(error16) and error16 <= tolerance,
+        )
 
 
 SMOKE_FAMILIES = ("residual (euler)", "dopri5, parallel field, shared weights")
@@ -172,16 +200,41 @@ def training_families(smoke: bool) -> Dict[str, Tuple[str, Dict[str, Any]]]:
     return {name: arch for name, arch in families.items() if not smoke or name in SMOKE_FAMILIES}
 
 
-def training_arguments(data_bin: str, arch: str, options: Dict[str, Any], sizes: Sizes,
-                       precision: str, device: str) -> List[str]:
+def training_arguments(
+    data_bin: str, arch: str, options: Dict[str, Any], sizes: Sizes, precision: str, device: str
+) -> List[str]:
     """fairseq-train's command line for a few updates of ``arch`` in ``precision``."""
     size_options = {k: v for k, v in sizes.options().items() if k not in options}
-    args = [data_bin, "--user-dir", os.path.join(ROOT, "user_dir"), "--arch", arch,
-            *command_line(size_options), *command_line(options), "--share-all-embeddings",
-            "--optimizer", "adam", "--lr", "1e-4", "--lr-scheduler", "inverse_sqrt",
-            "--warmup-updates", "10", "--criterion", "label_smoothed_cross_entropy",
-            "--label-smoothing", "0.1", "--max-tokens", "1024", "--num-workers", "0",
-            "--seed", "1", "--no-progress-bar", *PRECISIONS[precision]]
+    args = [
+        data_bin,
+        "--user-dir",
+        os.path.join(ROOT, "user_dir"),
+        "--arch",
+        arch,
+        *command_line(size_options),
+        *command_line(options),
+        "--share-all-embeddings",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-4",
+        "--lr-scheduler",
+        "inverse_sqrt",
+        "--warmup-updates",
+        "10",
+        "--criterion",
+        "label_smoothed_cross_entropy",
+        "--label-smoothing",
+        "0.1",
+        "--max-tokens",
+        "1024",
+        "--num-workers",
+        "0",
+        "--seed",
+        "1",
+        "--no-progress-bar",
+        *PRECISIONS[precision],
+    ]
     if device == "cpu":
         # On a CPU, fairseq's flat fp32 master copy and its fp16-overflow handler ask torch.cuda for
         # a device (docs/reliability.md): no flattening, and a loss scale too small to overflow.
@@ -198,8 +251,12 @@ def train_a_few_updates(args: Sequence[str]) -> Dict[str, Any]:
         output = trainer.train_step([next(batches)])
         losses.append(None if output is None else float(output["loss"]))
     parameter = next(trainer.model.parameters())
-    return dict(losses=losses, updates=trainer.get_num_updates(), parameter_dtype=str(parameter.dtype),
-                device=str(parameter.device))
+    return dict(
+        losses=losses,
+        updates=trainer.get_num_updates(),
+        parameter_dtype=str(parameter.dtype),
+        device=str(parameter.device),
+    )
 
 
 def training_checks(sizes: Sizes, device: str, data_bin: str) -> Iterator[Dict[str, Any]]:
@@ -207,11 +264,16 @@ def training_checks(sizes: Sizes, device: str, data_bin: str) -> Iterator[Dict[s
         for precision in PRECISIONS:
             result = dict(group="training", name=family, dtype=precision)
             try:
-                outcome = train_a_few_updates(training_arguments(
-                    data_bin, arch, family_options, sizes, precision, device))
+                outcome = train_a_few_updates(
+                    training_arguments(data_bin, arch, family_options, sizes, precision, device)
+                )
             except Exception as error:  # the check's finding: which family, which precision, why
-                yield dict(result, passed=False, error=f"{type(error).__name__}: {error}",
-                           traceback=traceback.format_exc(limit=-4))
+                yield dict(
+                    result,
+                    passed=False,
+                    error=f"{type(error).__name__}: {error}",
+                    traceback=traceback.format_exc(limit=-4),
+                )
                 continue
             finite = all(math.isfinite(loss) for loss in outcome["losses"] if loss is not None)
             yield dict(result, **outcome, passed=finite and outcome["updates"] == TRAINING_UPDATES)
@@ -237,8 +299,11 @@ def adaptive_checks(sizes: Sizes, device: str) -> Iterator[Dict[str, Any]]:
         return out, sum(c.count for c in counters)
 
     def relative_errors(method: str) -> Dict[str, Tuple[float, int]]:
-        model = build_model(arch, task, **{**sizes.options(), **family_options},
-                            encoder_ode_method=method).to(device).eval()
+        model = (
+            build_model(arch, task, **{**sizes.options(), **family_options}, encoder_ode_method=method)
+            .to(device)
+            .eval()
+        )
         reference, evaluations = encode(model, torch.float32)
         errors = {"fp32": (0.0, evaluations)}
         for name in ("fp16", "bf16"):
@@ -249,10 +314,17 @@ def adaptive_checks(sizes: Sizes, device: str) -> Iterator[Dict[str, Any]]:
     adaptive, fixed = relative_errors("dopri5"), relative_errors("rk4")
     for name in ("fp16", "bf16"):
         (relative, evaluations), tolerance = adaptive[name], ADAPTIVE_FACTOR * fixed[name][0]
-        yield dict(group="adaptive", name="dopri5 encoder", dtype=name, relative_error=relative,
-                   rk4_relative_error=fixed[name][0], evaluations=evaluations,
-                   fp32_evaluations=adaptive["fp32"][1], tolerance=tolerance,
-                   passed=math.isfinite(relative) and relative <= tolerance)
+        yield dict(
+            group="adaptive",
+            name="dopri5 encoder",
+            dtype=name,
+            relative_error=relative,
+            rk4_relative_error=fixed[name][0],
+            evaluations=evaluations,
+            fp32_evaluations=adaptive["fp32"][1],
+            tolerance=tolerance,
+            passed=math.isfinite(relative) and relative <= tolerance,
+        )
 
 
 GROUPS: Dict[str, Callable[..., Iterator[Dict[str, Any]]]] = {
@@ -279,8 +351,11 @@ def run_checks(groups: Sequence[str], sizes: Sizes, device: str, data_bin: str, 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_checks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu_checks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--smoke", action="store_true", help="tiny models (for the test suite)")
     parser.add_argument("--data-bin", required=True, help="a fairseq data-bin for the training checks")

@@ -11,6 +11,7 @@ results: the parts' limits, times and outcomes, the checks, the speed table and 
 learning curves. Output files (at most 8, as the device tool brings back): summary.md, parts.json,
 checks.jsonl, speed.md, speed.json, study.jsonl, run.log.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,12 +31,44 @@ if __package__ in (None, ""):
 from benchmarks.table import Row, markdown  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXTENSIONS = ("fairseq.data.data_utils_fast", "fairseq.data.token_block_utils_fast", "fairseq.libbleu",
-              "fairseq.libbase", "fairseq.libnat", "fairseq.libnat_cuda")
-GPU_SPEED = ["--device", "cuda", "--dtype", "bfloat16", "--clock", "wall", "--threads", "4",
-             "--embed-dim", "512", "--layers", "6", "--batch-tokens", "8192", "--gen-sentences", "64",
-             "--step-sentences", "64", "--rounds", "5", "--warmup", "2",
-             "--sections", "training", "rk-overhead", "generation", "decoder-step", "compile"]
+EXTENSIONS = (
+    "fairseq.data.data_utils_fast",
+    "fairseq.data.token_block_utils_fast",
+    "fairseq.libbleu",
+    "fairseq.libbase",
+    "fairseq.libnat",
+    "fairseq.libnat_cuda",
+)
+GPU_SPEED = [
+    "--device",
+    "cuda",
+    "--dtype",
+    "bfloat16",
+    "--clock",
+    "wall",
+    "--threads",
+    "4",
+    "--embed-dim",
+    "512",
+    "--layers",
+    "6",
+    "--batch-tokens",
+    "8192",
+    "--gen-sentences",
+    "64",
+    "--step-sentences",
+    "64",
+    "--rounds",
+    "5",
+    "--warmup",
+    "2",
+    "--sections",
+    "training",
+    "rk-overhead",
+    "generation",
+    "decoder-step",
+    "compile",
+]
 SMOKE_SPEED = ["--smoke", "--sections", "training", "rk-overhead", "generation", "decoder-step"]
 SMOKE_STUDY = ["--smoke", "--max-updates", "6"]  # a smoke run takes as long as its work, not its budget
 SMOKE_SHARES = {"checks": 0.4, "speed": 0.25, "study": 0.35}
@@ -73,16 +106,46 @@ def python(*args: str) -> List[str]:
 
 
 PARTS = [
-    Part("checks", 0.2, lambda o, limit: python(
-        "benchmarks.gpu_checks", "--device", o.device, "--data-bin", o.data_bin,
-        "--out", os.path.join(o.out_dir, "checks.jsonl"), *(["--smoke"] if o.smoke else []))),
-    Part("speed", 0.35, lambda o, limit: python(
-        "benchmarks.run", *(SMOKE_SPEED if o.smoke else GPU_SPEED),
-        "--json", os.path.join(o.out_dir, "speed.json")), stdout="speed.md"),
-    Part("study", 0.45, lambda o, limit: python(
-        "benchmarks.gpu_study", "--device", o.device, "--precision", "bf16", "--data-bin", o.data_bin,
-        "--deadline", f"{time.time() + STUDY_SHARE_OF_LIMIT * limit:.0f}",
-        "--out", os.path.join(o.out_dir, "study.jsonl"), *(SMOKE_STUDY if o.smoke else []))),
+    Part(
+        "checks",
+        0.2,
+        lambda o, limit: python(
+            "benchmarks.gpu_checks",
+            "--device",
+            o.device,
+            "--data-bin",
+            o.data_bin,
+            "--out",
+            os.path.join(o.out_dir, "checks.jsonl"),
+            *(["--smoke"] if o.smoke else []),
+        ),
+    ),
+    Part(
+        "speed",
+        0.35,
+        lambda o, limit: python(
+            "benchmarks.run", *(SMOKE_SPEED if o.smoke else GPU_SPEED), "--json", os.path.join(o.out_dir, "speed.json")
+        ),
+        stdout="speed.md",
+    ),
+    Part(
+        "study",
+        0.45,
+        lambda o, limit: python(
+            "benchmarks.gpu_study",
+            "--device",
+            o.device,
+            "--precision",
+            "bf16",
+            "--data-bin",
+            o.data_bin,
+            "--deadline",
+            f"{time.time() + STUDY_SHARE_OF_LIMIT * limit:.0f}",
+            "--out",
+            os.path.join(o.out_dir, "study.jsonl"),
+            *(SMOKE_STUDY if o.smoke else []),
+        ),
+    ),
 ]
 
 
@@ -99,8 +162,14 @@ def run_part(part: Part, options: Options, limit: float, log) -> Outcome:
     stdout = open(os.path.join(options.out_dir, part.stdout), "w") if part.stdout else log
     started = time.perf_counter()
     try:
-        process = subprocess.Popen(outcome.command, cwd=ROOT, stdout=stdout, stderr=log,
-                                   start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        process = subprocess.Popen(
+            outcome.command,
+            cwd=ROOT,
+            stdout=stdout,
+            stderr=log,
+            start_new_session=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
         try:
             returncode = process.wait(timeout=limit)
             outcome.status = "finished" if returncode == 0 else f"failed (exit {returncode})"
@@ -132,20 +201,23 @@ def stop(process: subprocess.Popen) -> None:
 
 def environment(options: Options) -> Dict[str, Any]:
     """Python, torch, the device, fairseq, and which of fairseq's compiled extensions load."""
-    probe = ("import importlib, json, torch, fairseq\n"
-             "loads = {}\n"
-             f"for name in {EXTENSIONS!r}:\n"
-             "    try:\n"
-             "        importlib.import_module(name); loads[name] = 'loads'\n"
-             "    except Exception as error:\n"
-             "        loads[name] = f'{type(error).__name__}: {error}'[:300]\n"
-             "print(json.dumps(dict(torch=torch.__version__, cuda=torch.version.cuda,\n"
-             "    device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu',\n"
-             "    fairseq=fairseq.__version__, extensions=loads)))\n")
+    probe = (
+        "import importlib, json, torch, fairseq\n"
+        "loads = {}\n"
+        f"for name in {EXTENSIONS!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(name); loads[name] = 'loads'\n"
+        "    except Exception as error:\n"
+        "        loads[name] = f'{type(error).__name__}: {error}'[:300]\n"
+        "print(json.dumps(dict(torch=torch.__version__, cuda=torch.version.cuda,\n"
+        "    device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu',\n"
+        "    fairseq=fairseq.__version__, extensions=loads)))\n"
+    )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
     found = json.loads(result.stdout) if result.returncode == 0 else {"probe_error": result.stderr[-2000:]}
-    return dict(python=platform.python_version(), machine=platform.machine(), cpus=os.cpu_count(),
-                smoke=options.smoke, **found)
+    return dict(
+        python=platform.python_version(), machine=platform.machine(), cpus=os.cpu_count(), smoke=options.smoke, **found
+    )
 
 
 def read_json_lines(path: str) -> List[Dict[str, Any]]:
@@ -157,23 +229,33 @@ def read_json_lines(path: str) -> List[Dict[str, Any]]:
 
 def checks_report(records: List[Dict[str, Any]]) -> List[str]:
     failed = [r for r in records if not r["passed"]]
-    lines = [f"## Correctness: {len(records)} checks, {len(failed)} failed", "",
-             "| group | check | precision | measured | tolerance | passed |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"## Correctness: {len(records)} checks, {len(failed)} failed",
+        "",
+        "| group | check | precision | measured | tolerance | passed |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in records:
         if r["group"] == "decoding":
             measured = f"max Δlog p {r['error']:.2e}" + (
-                f" (bf16 rounding {r['rounding']:.2e})" if "rounding" in r else "")
+                f" (bf16 rounding {r['rounding']:.2e})" if "rounding" in r else ""
+            )
             tolerance = f"{r['tolerance']:.2e}"
         elif r["group"] == "adaptive":
-            measured = (f"rel. error {r['relative_error']:.2e} (fixed-grid RK4 {r['rk4_relative_error']:.2e}), "
-                        f"{r['evaluations']} evaluations (fp32 {r['fp32_evaluations']})")
+            measured = (
+                f"rel. error {r['relative_error']:.2e} (fixed-grid RK4 {r['rk4_relative_error']:.2e}), "
+                f"{r['evaluations']} evaluations (fp32 {r['fp32_evaluations']})"
+            )
             tolerance = f"{r['tolerance']:.2e}"
         else:
-            measured = r.get("error") or (f"{r['updates']} updates, losses {r['losses']}, "
-                                          f"{r['parameter_dtype']} on {r['device']}")
+            measured = r.get("error") or (
+                f"{r['updates']} updates, losses {r['losses']}, {r['parameter_dtype']} on {r['device']}"
+            )
             tolerance = "no error, finite losses"
-        lines.append(f"| {r['group']} | {r['name']} | {r['dtype']} | {measured} | {tolerance} | "
-                     f"{'yes' if r['passed'] else 'NO'} |")
+        lines.append(
+            f"| {r['group']} | {r['name']} | {r['dtype']} | {measured} | {tolerance} | "
+            f"{'yes' if r['passed'] else 'NO'} |"
+        )
     return lines
 
 
@@ -184,26 +266,47 @@ def study_report(records: List[Dict[str, Any]]) -> List[str]:
     valid = [r for r in records if r["event"] == "valid"]
     updates = sorted({r["updates"] for r in valid})
     shown = updates if len(updates) <= 10 else [updates[i * (len(updates) - 1) // 9] for i in range(10)]
-    lines = ["## Quality study", "", f"{start['precision']} on {start['device']}, recipe {start['recipe']}; "
-             "every configuration gets the same updates, round-robin. Validation NLL in bits/token:", "",
-             "| configuration | parameters | " + " | ".join(f"{u} updates" for u in shown) + " |",
-             "|---|---|" + "---|" * len(shown)]
+    lines = [
+        "## Quality study",
+        "",
+        f"{start['precision']} on {start['device']}, recipe {start['recipe']}; "
+        "every configuration gets the same updates, round-robin. Validation NLL in bits/token:",
+        "",
+        "| configuration | parameters | " + " | ".join(f"{u} updates" for u in shown) + " |",
+        "|---|---|" + "---|" * len(shown),
+    ]
     for config in start["configs"]:
         nll = {r["updates"]: r["valid_nll"] for r in valid if r["config"] == config}
-        lines.append(f"| {config} | {start['parameters'][config]:,} | "
-                     + " | ".join(f"{nll[u]:.3f}" if u in nll else "" for u in shown) + " |")
+        lines.append(
+            f"| {config} | {start['parameters'][config]:,} | "
+            + " | ".join(f"{nll[u]:.3f}" if u in nll else "" for u in shown)
+            + " |"
+        )
     tests = [r for r in records if r["event"] == "test"]
     if tests:
-        lines += ["", "Test set, beam 4, tokenised BLEU (SentencePiece removed, Moses tokens):", "",
-                  "| configuration | updates | BLEU | brevity penalty | sentences |", "|---|---|---|---|---|"]
-        lines += [f"| {r['config']} | {r['updates']} | {r['bleu']:.2f} | {r['brevity_penalty']:.3f} | "
-                  f"{r['sentences']} |" for r in tests]
+        lines += [
+            "",
+            "Test set, beam 4, tokenised BLEU (SentencePiece removed, Moses tokens):",
+            "",
+            "| configuration | updates | BLEU | brevity penalty | sentences |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['config']} | {r['updates']} | {r['bleu']:.2f} | {r['brevity_penalty']:.3f} | {r['sentences']} |"
+            for r in tests
+        ]
     return lines
 
 
 def write_summary(out_dir: str, env: Dict[str, Any], outcomes: Sequence[Outcome]) -> str:
-    lines = ["# ode-seq GPU run", "", "Environment: " + json.dumps(env), "",
-             "| part | limit (s) | used (s) | outcome |", "|---|---|---|---|"]
+    lines = [
+        "# ode-seq GPU run",
+        "",
+        "Environment: " + json.dumps(env),
+        "",
+        "| part | limit (s) | used (s) | outcome |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {o.name} | {o.limit_seconds:.0f} | {o.seconds:.0f} | {o.status} |" for o in outcomes]
     lines += [""] + checks_report(read_json_lines(os.path.join(out_dir, "checks.jsonl")))
     speed = os.path.join(out_dir, "speed.md")
@@ -215,9 +318,23 @@ def write_summary(out_dir: str, env: Dict[str, Any], outcomes: Sequence[Outcome]
     elif os.path.exists(rows):
         with open(rows, encoding="utf-8") as f:
             finished = json.load(f)["rows"]
-        lines += ["The sections finished before the part was stopped:", "", markdown([
-            Row(r["section"], r["comparison"], r["metric"], r["ratio"],
-                tuple(r["target"]) if r["target"] else None, r["detail"]) for r in finished])]
+        lines += [
+            "The sections finished before the part was stopped:",
+            "",
+            markdown(
+                [
+                    Row(
+                        r["section"],
+                        r["comparison"],
+                        r["metric"],
+                        r["ratio"],
+                        tuple(r["target"]) if r["target"] else None,
+                        r["detail"],
+                    )
+                    for r in finished
+                ]
+            ),
+        ]
     else:
         lines.append("No results: the part was stopped before its first section ended.")
     lines += [""] + study_report(read_json_lines(os.path.join(out_dir, "study.jsonl")))
@@ -228,8 +345,9 @@ def write_summary(out_dir: str, env: Dict[str, Any], outcomes: Sequence[Outcome]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu_run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out-dir", required=True)
     parser.add_argument("--data-bin", required=True, help="the prepared corpus (train, valid, test)")
     parser.add_argument("--seconds", type=float, required=True, help="time budget of all parts")

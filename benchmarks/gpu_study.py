@@ -13,6 +13,7 @@ every configuration every ``--valid-every`` updates and at the end, then per con
 tokenised BLEU of beam search (beam 4, length penalty 0.6) on the test set: SentencePiece removed,
 Moses tokens kept, sacreBLEU with tokenize=none.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,25 +61,61 @@ class Recipe:
     def arguments(self, data_bin: str, config: str, precision: str, device: str) -> List[str]:
         arch, encoder_layers = CONFIGS[config]
         d = self.embed_dim
-        sizes = dict(encoder_embed_dim=d, decoder_embed_dim=d, encoder_ffn_embed_dim=4 * d,
-                     decoder_ffn_embed_dim=4 * d, encoder_attention_heads=self.heads,
-                     decoder_attention_heads=self.heads, decoder_layers=self.layers,
-                     encoder_layers=encoder_layers * self.layers // 6)
-        args = [data_bin, "--user-dir", os.path.join(ROOT, "user_dir"), "--arch", arch,
-                *command_line(sizes), "--share-all-embeddings", "--dropout", "0.1",
-                "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
-                "--lr", str(self.lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
-                str(self.warmup), "--warmup-init-lr", "1e-07", "--criterion",
-                "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--max-tokens",
-                str(self.max_tokens), "--seed", "1", "--num-workers", "0", "--no-progress-bar",
-                f"--{precision}"]
+        sizes = dict(
+            encoder_embed_dim=d,
+            decoder_embed_dim=d,
+            encoder_ffn_embed_dim=4 * d,
+            decoder_ffn_embed_dim=4 * d,
+            encoder_attention_heads=self.heads,
+            decoder_attention_heads=self.heads,
+            decoder_layers=self.layers,
+            encoder_layers=encoder_layers * self.layers // 6,
+        )
+        args = [
+            data_bin,
+            "--user-dir",
+            os.path.join(ROOT, "user_dir"),
+            "--arch",
+            arch,
+            *command_line(sizes),
+            "--share-all-embeddings",
+            "--dropout",
+            "0.1",
+            "--optimizer",
+            "adam",
+            "--adam-betas",
+            "(0.9, 0.98)",
+            "--clip-norm",
+            "0.0",
+            "--lr",
+            str(self.lr),
+            "--lr-scheduler",
+            "inverse_sqrt",
+            "--warmup-updates",
+            str(self.warmup),
+            "--warmup-init-lr",
+            "1e-07",
+            "--criterion",
+            "label_smoothed_cross_entropy",
+            "--label-smoothing",
+            "0.1",
+            "--max-tokens",
+            str(self.max_tokens),
+            "--seed",
+            "1",
+            "--num-workers",
+            "0",
+            "--no-progress-bar",
+            f"--{precision}",
+        ]
         if device == "cpu":  # see benchmarks.gpu_checks.training_arguments
             args += ["--cpu", "--fp16-no-flatten-grads", "--fp16-init-scale", "1"]
         return args
 
 
-SMOKE_RECIPE = Recipe(embed_dim=32, heads=2, layers=2, max_tokens=300, lr=1e-3, warmup=4, valid_every=2,
-                      max_len_a=0, max_len_b=4)
+SMOKE_RECIPE = Recipe(
+    embed_dim=32, heads=2, layers=2, max_tokens=300, lr=1e-3, warmup=4, valid_every=2, max_len_a=0, max_len_b=4
+)
 
 
 class Run:
@@ -98,9 +135,9 @@ class Run:
     def samples(self, split: str, max_tokens: int):
         self.task.load_dataset(split)
         itr = self.task.get_batch_iterator(
-            dataset=self.task.dataset(split), max_tokens=max_tokens,
-            max_positions=utils.resolve_max_positions(self.task.max_positions(),
-                                                      self.trainer.model.max_positions()),
+            dataset=self.task.dataset(split),
+            max_tokens=max_tokens,
+            max_positions=utils.resolve_max_positions(self.task.max_positions(), self.trainer.model.max_positions()),
         ).next_epoch_itr(shuffle=False)
         for sample in itr:
             yield utils.move_to_cuda(sample) if self.trainer.cuda else sample
@@ -121,8 +158,14 @@ class Run:
         """Tokenised BLEU of beam search on the test subset."""
         model, dictionary = self.trainer.model, self.task.target_dictionary
         model.eval()
-        generator = SequenceGenerator([model], dictionary, beam_size=BEAM, len_penalty=LENPEN,
-                                      max_len_a=recipe.max_len_a, max_len_b=recipe.max_len_b)
+        generator = SequenceGenerator(
+            [model],
+            dictionary,
+            beam_size=BEAM,
+            len_penalty=LENPEN,
+            max_len_a=recipe.max_len_a,
+            max_len_b=recipe.max_len_b,
+        )
         hypotheses: Dict[int, str] = {}
         references: Dict[int, str] = {}
         with torch.no_grad():
@@ -133,8 +176,7 @@ class Run:
                     references[sample_id] = dictionary.string(target, "sentencepiece")
         model.train()
         ids = sorted(references)
-        bleu = sacrebleu.corpus_bleu([hypotheses[i] for i in ids], [[references[i] for i in ids]],
-                                     tokenize="none")
+        bleu = sacrebleu.corpus_bleu([hypotheses[i] for i in ids], [[references[i] for i in ids]], tokenize="none")
         return dict(bleu=bleu.score, sentences=len(ids), brevity_penalty=bleu.bp)
 
 
@@ -144,17 +186,34 @@ def write(out: TextIO, record: Dict[str, Any]) -> None:
     print(f"[study] {json.dumps(record)}", file=sys.stderr, flush=True)
 
 
-def study(data_bin: str, configs: Sequence[str], recipe: Recipe, precision: str, device: str,
-          deadline: float, evaluation_share: float, out: TextIO, max_updates: Optional[int] = None) -> None:
+def study(
+    data_bin: str,
+    configs: Sequence[str],
+    recipe: Recipe,
+    precision: str,
+    device: str,
+    deadline: float,
+    evaluation_share: float,
+    out: TextIO,
+    max_updates: Optional[int] = None,
+) -> None:
     """Round-robin training until (1 − evaluation_share) of the time to ``deadline`` (a
     ``time.time()``) is spent or ``max_updates`` are made, then validation and BLEU."""
     started = time.perf_counter()
     seconds = deadline - time.time()
     runs = {config: Run(recipe.arguments(data_bin, config, precision, device)) for config in configs}
-    write(out, dict(event="start", configs=list(configs), recipe=recipe.__dict__, precision=precision,
-                    device=device, parameters={c: sum(p.numel() for p in r.trainer.model.parameters())
-                                               for c, r in runs.items()},
-                    setup_seconds=time.perf_counter() - started))
+    write(
+        out,
+        dict(
+            event="start",
+            configs=list(configs),
+            recipe=recipe.__dict__,
+            precision=precision,
+            device=device,
+            parameters={c: sum(p.numel() for p in r.trainer.model.parameters()) for c, r in runs.items()},
+            setup_seconds=time.perf_counter() - started,
+        ),
+    )
     training_ends = started + seconds * (1 - evaluation_share)
     updates, skipped = 0, {config: 0 for config in configs}
     round_seconds = 0.0
@@ -168,29 +227,53 @@ def study(data_bin: str, configs: Sequence[str], recipe: Recipe, precision: str,
             validate(runs, updates, recipe, started, out)
     if updates % recipe.valid_every:
         validate(runs, updates, recipe, started, out)
-    write(out, dict(event="trained", updates=updates, skipped_updates=skipped,
-                    elapsed=time.perf_counter() - started))
+    write(out, dict(event="trained", updates=updates, skipped_updates=skipped, elapsed=time.perf_counter() - started))
     for config, run in runs.items():
-        write(out, dict(event="test", config=config, updates=updates, **run.test_bleu(recipe),
-                        elapsed=time.perf_counter() - started))
+        write(
+            out,
+            dict(
+                event="test",
+                config=config,
+                updates=updates,
+                **run.test_bleu(recipe),
+                elapsed=time.perf_counter() - started,
+            ),
+        )
 
 
 def validate(runs: Dict[str, Run], updates: int, recipe: Recipe, started: float, out: TextIO) -> None:
     for config, run in runs.items():
-        write(out, dict(event="valid", config=config, updates=updates,
-                        valid_nll=run.valid_nll(recipe.max_tokens), elapsed=time.perf_counter() - started))
+        write(
+            out,
+            dict(
+                event="valid",
+                config=config,
+                updates=updates,
+                valid_nll=run.valid_nll(recipe.max_tokens),
+                elapsed=time.perf_counter() - started,
+            ),
+        )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_study", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu_study", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data-bin", required=True, help="fairseq data-bin with train, valid and test")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--precision", choices=("bf16", "fp16"), default="bf16")
-    parser.add_argument("--deadline", type=float, required=True,
-                        help="when the study must have ended, in seconds since the epoch (time.time())")
-    parser.add_argument("--evaluation-share", type=float, default=0.25,
-                        help="part of the time to --deadline kept for the final validation and test BLEU (default 0.25)")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        required=True,
+        help="when the study must have ended, in seconds since the epoch (time.time())",
+    )
+    parser.add_argument(
+        "--evaluation-share",
+        type=float,
+        default=0.25,
+        help="part of the time to --deadline kept for the final validation and test BLEU (default 0.25)",
+    )
     parser.add_argument("--max-updates", type=int, help="stop training after this many updates, if earlier")
     parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
     parser.add_argument("--smoke", action="store_true", help="tiny models (for the test suite)")
@@ -201,8 +284,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not 0 < args.evaluation_share < 1 or args.deadline <= time.time():
         parser.error("--deadline must lie ahead and --evaluation-share between 0 and 1")
     with open(args.out, "a", encoding="utf-8") as out:
-        study(args.data_bin, args.configs, SMOKE_RECIPE if args.smoke else Recipe(), args.precision,
-              args.device, args.deadline, args.evaluation_share, out, args.max_updates)
+        study(
+            args.data_bin,
+            args.configs,
+            SMOKE_RECIPE if args.smoke else Recipe(),
+            args.precision,
+            args.device,
+            args.deadline,
+            args.evaluation_share,
+            out,
+            args.max_updates,
+        )
     return 0
 
 

@@ -1,5 +1,6 @@
 """fairseq's Trainer built in this process from fairseq-train's command line (the GPU run's
 checks and study, and the reliability tests)."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ two annotators, system outputs with 0–3 token edits against gold edits of 0–
 
 Prints the wall and CPU time and P/R/F0.5; the number is machine-dependent, so no test asserts it.
 """
+
 import argparse
 import os
 import random
@@ -62,8 +63,10 @@ def main() -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     counts = M2Scorer().score(hypotheses, sentences)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    print(f"{len(sentences)} sentences scored in {wall:.2f} s ({cpu:.2f} s CPU) "
-          f"(P {counts.precision:.4f}  R {counts.recall:.4f}  F0.5 {counts.f_score(0.5):.4f})")
+    print(
+        f"{len(sentences)} sentences scored in {wall:.2f} s ({cpu:.2f} s CPU) "
+        f"(P {counts.precision:.4f}  R {counts.recall:.4f}  F0.5 {counts.f_score(0.5):.4f})"
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ and by the profiler's own memory), it is the maximum running sum of the allocati
 free (−) events that ``torch.profiler`` records with ``profile_memory=True``, in time order,
 where a free counts only if its block was allocated inside the measurement.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -70,8 +71,12 @@ def seconds_of_one_run(workload: Workload, device: torch.device, clock: str = "w
 
 
 def interleaved_times(
-    workloads: Mapping[str, Workload], device: torch.device, rounds: int, iters: int,
-    warmup: int, clock: str = "wall",
+    workloads: Mapping[str, Workload],
+    device: torch.device,
+    rounds: int,
+    iters: int,
+    warmup: int,
+    clock: str = "wall",
 ) -> Dict[str, List[float]]:
     """Seconds per run of each workload in each round.
 

@@ -1,5 +1,6 @@
 """Architectures that between them cover every model family and ODE feature of ode-seq: the
 reliability tests train each one, and ``benchmarks/gpu.sh`` trains each in fp16 and bf16."""
+
 from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
@@ -13,15 +14,13 @@ import user_dir  # noqa: F401  (registers the architectures)
 # random, and dopri5's error control then takes ~480 field evaluations per encoder pass
 # instead of ~26.
 _CANDIDATES: Dict[str, Tuple[str, Dict[str, Any]]] = {
-    "rk4 encoder-decoder, learned gates": (
-        "ode_transformer_rk4_encdec_small", {"ode_coefficients": "learned"}),
-    "rk4, one gate shared per stack": (
-        "ode_transformer_rk4_encdec_small", {"ode_coefficients": "learned-shared"}),
+    "rk4 encoder-decoder, learned gates": ("ode_transformer_rk4_encdec_small", {"ode_coefficients": "learned"}),
+    "rk4, one gate shared per stack": ("ode_transformer_rk4_encdec_small", {"ode_coefficients": "learned-shared"}),
     "rk2 learned gate, relative positions": ("ode_transformer_rk2_learned_rpr_wmt_en_de_big_e12", {}),
     "dopri5, parallel field, shared weights": (
         "ode_transformer_parallel_shared_dopri5",
-        {"encoder_share_group_size": 2, "dropout": 0.0, "attention_dropout": 0.0,
-         "activation_dropout": 0.0}),
+        {"encoder_share_group_size": 2, "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0},
+    ),
     "non-autonomous weights": ("ode_transformer_nonauto_small", {}),
     "stable field, L2 attention": ("stable_ode_transformer_l2_small", {}),
 }

@@ -1,5 +1,6 @@
 """The compared models: fairseq's ``transformer`` (pre-norm) and ``ode_transformer``, built the
 way fairseq-train builds them, at one width and with the same dropout everywhere."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,16 +27,29 @@ class ModelSpec:
 
 def transformer(label: str, encoder_layers: int, decoder_layers: int) -> ModelSpec:
     """fairseq's transformer with --encoder-normalize-before --decoder-normalize-before."""
-    return ModelSpec(label, "transformer",
-                     dict(encoder_layers=encoder_layers, decoder_layers=decoder_layers))
+    return ModelSpec(label, "transformer", dict(encoder_layers=encoder_layers, decoder_layers=decoder_layers))
 
 
-def ode(label: str, encoder_layers: int, decoder_layers: int, encoder_method: str = "euler",
-        decoder_method: str = "euler", **options: Any) -> ModelSpec:
+def ode(
+    label: str,
+    encoder_layers: int,
+    decoder_layers: int,
+    encoder_method: str = "euler",
+    decoder_method: str = "euler",
+    **options: Any,
+) -> ModelSpec:
     """``ode_transformer`` with Runge–Kutta blocks of the given methods."""
-    return ModelSpec(label, "ode_transformer", dict(
-        encoder_layers=encoder_layers, decoder_layers=decoder_layers,
-        encoder_ode_method=encoder_method, decoder_ode_method=decoder_method, **options))
+    return ModelSpec(
+        label,
+        "ode_transformer",
+        dict(
+            encoder_layers=encoder_layers,
+            decoder_layers=decoder_layers,
+            encoder_ode_method=encoder_method,
+            decoder_ode_method=decoder_method,
+            **options,
+        ),
+    )
 
 
 class _Task:
@@ -49,11 +63,17 @@ def build(spec: ModelSpec, settings: Settings, dictionary: Dictionary) -> nn.Mod
     """The model of ``spec`` at the run's width, seeded, on the run's device."""
     d = settings.embed_dim
     args = argparse.Namespace(
-        encoder_embed_dim=d, decoder_embed_dim=d,
-        encoder_ffn_embed_dim=settings.ffn_dim, decoder_ffn_embed_dim=settings.ffn_dim,
-        encoder_attention_heads=settings.heads, decoder_attention_heads=settings.heads,
-        encoder_normalize_before=True, decoder_normalize_before=True,
-        dropout=0.1, attention_dropout=0.1, activation_dropout=0.1,
+        encoder_embed_dim=d,
+        decoder_embed_dim=d,
+        encoder_ffn_embed_dim=settings.ffn_dim,
+        decoder_ffn_embed_dim=settings.ffn_dim,
+        encoder_attention_heads=settings.heads,
+        decoder_attention_heads=settings.heads,
+        encoder_normalize_before=True,
+        decoder_normalize_before=True,
+        dropout=0.1,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
         **spec.options,
     )
     ARCH_CONFIG_REGISTRY[spec.arch](args)

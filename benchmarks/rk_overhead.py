@@ -5,6 +5,7 @@ costs on top of its layer evaluations (stage sums, output combination, branch re
 Measured as a training pass (forward + backward of mean(h²), no optimizer: the vanilla
 encoder has n times the parameters) and as an eval-mode forward pass.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List
@@ -24,8 +25,7 @@ METHODS = ((1, "euler"), (2, "heun"), (4, "rk4"))
 class EncoderPass(Workload):
     """The encoder on the batch's sources; with ``backward``, then backward of mean(h²)."""
 
-    def __init__(self, encoder: nn.Module, batch: TrainingBatch, context: RunContext,
-                 backward: bool) -> None:
+    def __init__(self, encoder: nn.Module, batch: TrainingBatch, context: RunContext, backward: bool) -> None:
         self.encoder = encoder
         self.batch = batch
         self.context = context
@@ -58,15 +58,18 @@ def run_rk_overhead(context: RunContext) -> List[Row]:
         pairs.append((n, rk, vanilla))
 
     rows: List[Row] = []
-    for backward, metric in ((True, "source tokens/s (fwd+bwd)"),
-                             (False, "source tokens/s (eval forward)")):
-        workloads = {label: EncoderPass(enc, batch, context, backward)
-                     for label, enc in encoders.items()}
+    for backward, metric in ((True, "source tokens/s (fwd+bwd)"), (False, "source tokens/s (eval forward)")):
+        workloads = {label: EncoderPass(enc, batch, context, backward) for label, enc in encoders.items()}
         times = context.time(workloads, s.train_iters)
         for n, rk, vanilla in pairs:
-            rows.append(Row(
-                "rk-overhead", f"{rk} / {vanilla}", metric,
-                median_ratio(times[vanilla], times[rk]), (">=", 0.95),
-                f"{n * blocks} layer evaluations each; {spread(times[vanilla], times[rk])}",
-            ))
+            rows.append(
+                Row(
+                    "rk-overhead",
+                    f"{rk} / {vanilla}",
+                    metric,
+                    median_ratio(times[vanilla], times[rk]),
+                    (">=", 0.95),
+                    f"{n * blocks} layer evaluations each; {spread(times[vanilla], times[rk])}",
+                )
+            )
     return rows

@@ -7,6 +7,7 @@ opt-in compile (torch.compile'd RK4 blocks vs eager).
 Progress goes to stderr; the table and notes to stdout; ``--json FILE`` also saves the rows, after
 every section.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,9 +45,11 @@ def environment(settings: Settings) -> str:
     device = settings.device
     if device == "cuda":
         device = f"cuda ({torch.cuda.get_device_name()})"
-    return (f"torch {torch.__version__}, {device}, {settings.dtype}, {settings.clock} clock, "
-            f"{settings.threads} intra-op threads, {os.cpu_count()} CPUs visible, "
-            f"{platform.machine()}, load average {os.getloadavg()[0]:.1f}")
+    return (
+        f"torch {torch.__version__}, {device}, {settings.dtype}, {settings.clock} clock, "
+        f"{settings.threads} intra-op threads, {os.cpu_count()} CPUs visible, "
+        f"{platform.machine()}, load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 def run(settings: Settings, after_section: Callable[[RunContext], None] = lambda context: None) -> RunContext:
@@ -67,10 +70,16 @@ def run(settings: Settings, after_section: Callable[[RunContext], None] = lambda
 def write_json(path: str, settings: Settings, started_in: str, context: RunContext) -> None:
     """The rows so far as JSON, replacing ``path`` whole (a run cut short keeps its sections)."""
     with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"settings": asdict(settings),
-                   "environment": [started_in, environment(settings)],
-                   "notes": context.notes, "rows": [r.as_dict() for r in context.rows]},
-                  f, indent=2)
+        json.dump(
+            {
+                "settings": asdict(settings),
+                "environment": [started_in, environment(settings)],
+                "notes": context.notes,
+                "rows": [r.as_dict() for r in context.rows],
+            },
+            f,
+            indent=2,
+        )
     os.replace(path + ".tmp", path)
 
 
@@ -82,8 +91,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     else:
         context = run(settings)
     s = settings
-    print(f"# ode-seq benchmark: d={s.embed_dim}, FFN {s.ffn_dim}, {s.heads} heads, "
-          f"{s.layers}-{s.layers} layers, RK-overhead {s.rk_blocks} blocks")
+    print(
+        f"# ode-seq benchmark: d={s.embed_dim}, FFN {s.ffn_dim}, {s.heads} heads, "
+        f"{s.layers}-{s.layers} layers, RK-overhead {s.rk_blocks} blocks"
+    )
     print(f"# at start: {started_in}")
     print(f"# at end:   {environment(settings)}")
     print(markdown(context.rows))

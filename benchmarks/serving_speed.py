@@ -13,6 +13,7 @@ time of each is its decoding loop (fairseq's own "Translated ... in Xs"; CTransl
 Prints a Markdown table (median speed, median and range of the per-round ratio to plain
 fairseq-generate) and how many hypotheses CTranslate2 and fairseq-generate share.
 """
+
 import argparse
 import os
 import re
@@ -23,8 +24,11 @@ import time
 from typing import Dict, List, Tuple
 
 BIN = os.path.dirname(sys.executable)
-ROWS = ("fairseq-generate, ODE checkpoint with the plugin", "fairseq-generate, plain export without the plugin",
-        "CTranslate2 4.8.5 (float32)")
+ROWS = (
+    "fairseq-generate, ODE checkpoint with the plugin",
+    "fairseq-generate, plain export without the plugin",
+    "CTranslate2 4.8.5 (float32)",
+)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -49,19 +53,48 @@ def test_subset(data_bin: str, src: str, tgt: str, n: int, work: str) -> List[st
         with open(os.path.join(work, f"bench.{lang}"), "w", encoding="utf-8") as f:
             f.write("".join(line + "\n" for line in lines[lang]))
     if not os.path.exists(os.path.join(work, "bin")):
-        tool("fairseq-preprocess", "--source-lang", src, "--target-lang", tgt, "--testpref",
-             os.path.join(work, "bench"), "--srcdict", os.path.join(data_bin, f"dict.{src}.txt"),
-             "--tgtdict", os.path.join(data_bin, f"dict.{tgt}.txt"), "--destdir", os.path.join(work, "bin"),
-             "--workers", "1")
+        tool(
+            "fairseq-preprocess",
+            "--source-lang",
+            src,
+            "--target-lang",
+            tgt,
+            "--testpref",
+            os.path.join(work, "bench"),
+            "--srcdict",
+            os.path.join(data_bin, f"dict.{src}.txt"),
+            "--tgtdict",
+            os.path.join(data_bin, f"dict.{tgt}.txt"),
+            "--destdir",
+            os.path.join(work, "bin"),
+            "--workers",
+            "1",
+        )
     return lines[src]
 
 
 def fairseq_generate(work: str, path: str, args, plugin: bool) -> Tuple[float, Dict[int, str]]:
     """(sentences per second of the decoding loop, {id: hypothesis})."""
     extra = ["--user-dir", os.path.join(ROOT, "user_dir")] if plugin else ["--required-batch-size-multiple", "1"]
-    out = tool("fairseq-generate", os.path.join(work, "bin"), "--path", path, "--gen-subset", "test",
-               "--beam", str(args.beam), "--lenpen", str(args.lenpen), "--batch-size", str(args.batch_size),
-               "--source-lang", args.source_lang, "--target-lang", args.target_lang, *extra)
+    out = tool(
+        "fairseq-generate",
+        os.path.join(work, "bin"),
+        "--path",
+        path,
+        "--gen-subset",
+        "test",
+        "--beam",
+        str(args.beam),
+        "--lenpen",
+        str(args.lenpen),
+        "--batch-size",
+        str(args.batch_size),
+        "--source-lang",
+        args.source_lang,
+        "--target-lang",
+        args.target_lang,
+        *extra,
+    )
     speed = re.search(r"Translated ([\d,]+) sentences .* in ([\d.]+)s \(([\d.]+) sentences/s", out)
     hypotheses = {int(i): h for i, h in re.findall(r"^H-(\d+)\t\S+\t(.*)$", out, re.M)}
     return float(speed.group(3)), hypotheses
@@ -73,8 +106,9 @@ def ctranslate2_speed(model_dir: str, sources: List[str], args) -> Tuple[float, 
     translator = ctranslate2.Translator(model_dir, device="cpu", inter_threads=1, intra_threads=1)
     tokens = [s.split() for s in sources]
     start = time.perf_counter()
-    results = translator.translate_batch(tokens, beam_size=args.beam, length_penalty=args.lenpen,
-                                         max_batch_size=args.batch_size, max_decoding_length=200)
+    results = translator.translate_batch(
+        tokens, beam_size=args.beam, length_penalty=args.lenpen, max_batch_size=args.batch_size, max_decoding_length=200
+    )
     seconds = time.perf_counter() - start
     return len(sources) / seconds, [" ".join(r.hypotheses[0]) for r in results]
 
@@ -95,10 +129,23 @@ def main() -> None:
     os.makedirs(args.work, exist_ok=True)
     plain, ct2 = os.path.join(args.work, "plain.pt"), os.path.join(args.work, "ct2")
     if not os.path.exists(plain):
-        tool("python", "-m", "ode_seq.cli.export", "--path", args.checkpoint, "--data", args.data_bin, "--output", plain)
+        tool(
+            "python", "-m", "ode_seq.cli.export", "--path", args.checkpoint, "--data", args.data_bin, "--output", plain
+        )
     if not os.path.exists(ct2):
-        tool("python", "-m", "ode_seq.cli.export", "--to", "ctranslate2", "--path", args.checkpoint,
-             "--data", args.data_bin, "--output", ct2)
+        tool(
+            "python",
+            "-m",
+            "ode_seq.cli.export",
+            "--to",
+            "ctranslate2",
+            "--path",
+            args.checkpoint,
+            "--data",
+            args.data_bin,
+            "--output",
+            ct2,
+        )
     sources = test_subset(args.data_bin, args.source_lang, args.target_lang, args.sentences, args.work)
     rows = {name: [] for name in ROWS}
     for _ in range(args.rounds):  # the decoders interleaved, so that load changes hit all of them
@@ -109,16 +156,23 @@ def main() -> None:
         rows[ROWS[2]].append(speed)
     differ = [i for i, h in enumerate(ct2_hypotheses) if hypotheses.get(i) != h]
     capped = [i for i in differ if max(len(hypotheses.get(i, "").split()), len(ct2_hypotheses[i].split())) >= 200]
-    print(f"| decoder | sentences/s, median of {args.rounds} rounds (n = {len(sources)}, beam {args.beam}, "
-          f"lenpen {args.lenpen}, batch {args.batch_size}, 1 thread) | × fairseq-generate (per-round range) |")
+    print(
+        f"| decoder | sentences/s, median of {args.rounds} rounds (n = {len(sources)}, beam {args.beam}, "
+        f"lenpen {args.lenpen}, batch {args.batch_size}, 1 thread) | × fairseq-generate (per-round range) |"
+    )
     print("|---|---:|---:|")
     reference = rows[ROWS[1]]
     for name, speeds in rows.items():
         ratios = [s / r for s, r in zip(speeds, reference)]
-        print(f"| {name} | {statistics.median(speeds):.1f} | {statistics.median(ratios):.2f} "
-              f"({min(ratios):.2f}–{max(ratios):.2f}) |")
-    print(f"\nCTranslate2's hypothesis equals fairseq-generate's for {len(sources) - len(differ)} of "
-          f"{len(sources)} sentences; of the {len(differ)} others, {len(capped)} reach the 200-token cap")
+        print(
+            f"| {name} | {statistics.median(speeds):.1f} | {statistics.median(ratios):.2f} "
+            f"({min(ratios):.2f}–{max(ratios):.2f}) |"
+        )
+    print(
+        f"\nCTranslate2's hypothesis equals fairseq-generate's for {len(sources) - len(differ)} of "
+        f"{len(sources)} sentences; of the {len(differ)} others, {len(capped)} reach the 200-token cap"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,5 @@
 """Benchmark sizes and run options, with a tiny ``--smoke`` preset."""
+
 from __future__ import annotations
 
 import argparse
@@ -54,9 +55,20 @@ class Settings:
 
 
 SMOKE = dict(
-    embed_dim=32, layers=2, rk_blocks=1, source_len=8, batch_tokens=64, vocab=200,
-    gen_sentences=2, gen_max_len=12, step_sentences=2, step_prefixes=(2, 8), rounds=3,
-    warmup=1, step_iters=3, threads=1,
+    embed_dim=32,
+    layers=2,
+    rk_blocks=1,
+    source_len=8,
+    batch_tokens=64,
+    vocab=200,
+    gen_sentences=2,
+    gen_max_len=12,
+    step_sentences=2,
+    step_prefixes=(2, 8),
+    rounds=3,
+    warmup=1,
+    step_iters=3,
+    threads=1,
 )
 
 
@@ -68,8 +80,7 @@ def parse_settings(argv: Optional[Sequence[str]] = None) -> Tuple[Settings, argp
         description="Ratios of fairseq's pre-norm transformer and ode_transformer, one process, "
         "same batches, interleaved repetitions, medians.",
     )
-    parser.add_argument("--smoke", action="store_true",
-                        help="tiny sizes that run every section in seconds (for tests)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes that run every section in seconds (for tests)")
     for f in fields(Settings):
         if f.name in ("step_prefixes", "sections"):
             continue
@@ -78,24 +89,31 @@ def parse_settings(argv: Optional[Sequence[str]] = None) -> Tuple[Settings, argp
         if f.name == "device":
             parser.add_argument(flag, choices=("cpu", "cuda"), help="default: cpu")
         elif f.name == "clock":
-            parser.add_argument(flag, choices=("wall", "cpu"),
-                                help="wall time, or process CPU time (cpu device; robust on a "
-                                "machine shared with other jobs) (default: wall)")
+            parser.add_argument(
+                flag,
+                choices=("wall", "cpu"),
+                help="wall time, or process CPU time (cpu device; robust on a "
+                "machine shared with other jobs) (default: wall)",
+            )
         elif f.name == "dtype":
-            parser.add_argument(flag, choices=("float32", "bfloat16"),
-                                help="autocast dtype (default: float32 on cpu, bfloat16 on cuda)")
+            parser.add_argument(
+                flag, choices=("float32", "bfloat16"), help="autocast dtype (default: float32 on cpu, bfloat16 on cuda)"
+            )
         else:
             parser.add_argument(flag, type=kind, help=f"default: {f.default}")
-    parser.add_argument("--step-prefixes", type=int, nargs=2, metavar=("SHORT", "LONG"),
-                        help=f"decoder-step prefix lengths (default: {defaults.step_prefixes})")
-    parser.add_argument("--sections", nargs="+", choices=SECTIONS,
-                        help="sections to run (default: all but compile)")
+    parser.add_argument(
+        "--step-prefixes",
+        type=int,
+        nargs=2,
+        metavar=("SHORT", "LONG"),
+        help=f"decoder-step prefix lengths (default: {defaults.step_prefixes})",
+    )
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, help="sections to run (default: all but compile)")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
     args = parser.parse_args(argv)
 
     settings = replace(defaults, **SMOKE) if args.smoke else defaults
-    given = {f.name: getattr(args, f.name) for f in fields(Settings)
-             if getattr(args, f.name, None) is not None}
+    given = {f.name: getattr(args, f.name) for f in fields(Settings) if getattr(args, f.name, None) is not None}
     if "step_prefixes" in given:
         given["step_prefixes"] = tuple(given["step_prefixes"])
     if "sections" in given:
@@ -119,9 +137,22 @@ def _validate(settings: Settings, parser: argparse.ArgumentParser) -> None:
     short, long = settings.step_prefixes
     if not 0 < short < long:
         problems.append(f"--step-prefixes needs 0 < SHORT < LONG, got {short} {long}")
-    for name in ("embed_dim", "layers", "rk_blocks", "source_len", "batch_tokens", "rounds",
-                 "gen_sentences", "gen_max_len", "beam", "step_sentences", "threads",
-                 "train_iters", "gen_iters", "step_iters"):
+    for name in (
+        "embed_dim",
+        "layers",
+        "rk_blocks",
+        "source_len",
+        "batch_tokens",
+        "rounds",
+        "gen_sentences",
+        "gen_max_len",
+        "beam",
+        "step_sentences",
+        "threads",
+        "train_iters",
+        "gen_iters",
+        "step_iters",
+    ):
         if getattr(settings, name) < 1:
             problems.append(f"--{name.replace('_', '-')} must be >= 1")
     if settings.vocab < 16:

@@ -1,4 +1,5 @@
 """Rows of ratios with their targets, printed as one Markdown table."""
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,6 @@ def markdown(rows: Sequence[Row]) -> str:
         "|" + "|".join("---" for _ in header) + "|",
     ]
     for r in rows:
-        cells = [r.section, r.comparison, r.metric, f"{r.ratio:.3f}", _target_text(r),
-                 _met_text(r), r.detail]
+        cells = [r.section, r.comparison, r.metric, f"{r.ratio:.3f}", _target_text(r), _met_text(r), r.detail]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-

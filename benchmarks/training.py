@@ -5,6 +5,7 @@ Adam step, on the same synthetic batch for every model. Throughput counts target
 Peak memory = parameters + Adam state + the peak the step allocates on top (gradients and
 activations), see :mod:`benchmarks.measure`.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -19,14 +20,14 @@ from benchmarks.data import TrainingBatch, synthetic_batch
 from benchmarks.measure import (
     Workload,
     median_ratio,
-    spread,
     model_and_optimizer_bytes,
     peak_extra_bytes,
+    spread,
 )
 from benchmarks.models import ModelSpec, ode, transformer
 from benchmarks.table import Row
 
-MIB = 2.0 ** 20
+MIB = 2.0**20
 
 
 class TrainingStep(Workload):
@@ -47,7 +48,9 @@ class TrainingStep(Workload):
             out = self.model(**self.batch.net_input)
             lprobs = self.model.get_normalized_probs(out, log_probs=True)
             loss, _ = label_smoothed_nll_loss(
-                lprobs.view(-1, lprobs.size(-1)), self.batch.target.view(-1), 0.1,
+                lprobs.view(-1, lprobs.size(-1)),
+                self.batch.target.view(-1),
+                0.1,
                 ignore_index=self.batch.pad,
             )
         loss.backward()
@@ -83,8 +86,7 @@ def run_training(context: RunContext) -> List[Row]:
         f"{batch.target_tokens} target tokens, lengths {(3 * s.source_len) // 4}-{s.source_len}"
     )
     specs = training_specs(s.layers)
-    steps = {label: TrainingStep(context.build(spec), batch, context)
-             for label, spec in specs.items()}
+    steps = {label: TrainingStep(context.build(spec), batch, context) for label, spec in specs.items()}
     times = context.time(steps, s.train_iters)
     context.log("measuring peak memory of one training step per model")
     peaks = {label: step.peak_bytes() for label, step in steps.items()}
@@ -99,16 +101,25 @@ def run_training(context: RunContext) -> List[Row]:
         section = "checkpointing" if "ckpt" in label else "training"
         euler = label.startswith("euler")
         speed_target = (">=", 0.95) if euler else None
-        memory_target = ("<=", 1.2) if section == "checkpointing" else (
-            ("<=", 1.05) if euler else None)
-        rows.append(Row(
-            section, f"{label} / {base}", "target tokens/s (train step)",
-            median_ratio(times[base], times[label]), speed_target,
-            f"{rate[label]:.0f} vs {rate[base]:.0f} tok/s; {spread(times[base], times[label])}",
-        ))
-        rows.append(Row(
-            section, f"{label} / {base}", "peak training memory",
-            peaks[label] / peaks[base], memory_target,
-            f"{peaks[label] / MIB:.0f} vs {peaks[base] / MIB:.0f} MiB",
-        ))
+        memory_target = ("<=", 1.2) if section == "checkpointing" else (("<=", 1.05) if euler else None)
+        rows.append(
+            Row(
+                section,
+                f"{label} / {base}",
+                "target tokens/s (train step)",
+                median_ratio(times[base], times[label]),
+                speed_target,
+                f"{rate[label]:.0f} vs {rate[base]:.0f} tok/s; {spread(times[base], times[label])}",
+            )
+        )
+        rows.append(
+            Row(
+                section,
+                f"{label} / {base}",
+                "peak training memory",
+                peaks[label] / peaks[base],
+                memory_target,
+                f"{peaks[label] / MIB:.0f} vs {peaks[base] / MIB:.0f} MiB",
+            )
+        )
     return rows

@@ -6,6 +6,7 @@ cannot run code. Safe loading is never switched off. Files are checked first: a 
 archive or a member failing its CRC is reported with the file's name, never loaded silently.
 A checkpoint is written under a temporary name and renamed, so it appears complete or not at all.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,7 @@ def verify_checkpoint_file(path: str) -> None:
         bad = archive.testzip()
     if bad is not None:
         raise ValueError(
-            f"{path} is corrupted: its member {bad} fails its CRC check; load another checkpoint "
-            "or copy this one again"
+            f"{path} is corrupted: its member {bad} fails its CRC check; load another checkpoint or copy this one again"
         )
 
 

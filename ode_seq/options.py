@@ -8,6 +8,7 @@ A class's option names are ``prefix`` + field name (``--ode-field`` is field ``f
 prefix ``ode_``); a per-side class has a prefix with ``{side}`` (``--encoder-ode-method``), and
 its help and choices may depend on the side (choices as a function of the side).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,13 +20,9 @@ Choices = Union[Sequence[str], Callable[[str], Sequence[str]]]
 SIDES = ("encoder", "decoder")
 
 
-def option(
-    default: Any, help: str, choices: Optional[Choices] = None, metavar: Optional[str] = None
-) -> Any:
+def option(default: Any, help: str, choices: Optional[Choices] = None, metavar: Optional[str] = None) -> Any:
     """A dataclass field declaring one option."""
-    return dataclasses.field(
-        default=default, metadata={"help": help, "choices": choices, "metavar": metavar}
-    )
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices, "metavar": metavar})
 
 
 def option_name(options_class: type, name: str, side: Optional[str] = None) -> str:

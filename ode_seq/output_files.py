@@ -2,6 +2,7 @@
 once, with the option named, instead of with a traceback after minutes of work. The checks write
 and delete a temporary file where the output will go, so a read-only disk or a missing
 permission is found too; they create nothing."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,7 @@ def _check_writable_directory(directory: str, option: str, path: str) -> None:
             pass
     except OSError as error:
         raise ValueError(
-            f"{option} {path}: cannot write into {directory} ({error.strerror}); choose a writable "
-            "location"
+            f"{option} {path}: cannot write into {directory} ({error.strerror}); choose a writable location"
         ) from None
 
 
@@ -24,9 +24,7 @@ def _check_creatable_directory(directory: str, option: str, path: str) -> None:
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise ValueError(
-            f"{option} {path}: {existing} is a file, not a directory; choose another path"
-        )
+        raise ValueError(f"{option} {path}: {existing} is a file, not a directory; choose another path")
     _check_writable_directory(existing, option, path)
 
 
@@ -34,9 +32,7 @@ def check_output_file(path: str, option: str, make_directory: bool = False) -> N
     """ValueError naming ``option`` unless a file can be written at ``path``; with
     ``make_directory`` its directory may be missing if the tool creates it."""
     if os.path.isdir(path):
-        raise ValueError(
-            f"{option} {path} is a directory; name the file to write, e.g. {os.path.join(path, 'out')}"
-        )
+        raise ValueError(f"{option} {path} is a directory; name the file to write, e.g. {os.path.join(path, 'out')}")
     directory = os.path.dirname(os.path.abspath(path))
     if make_directory:
         _check_creatable_directory(directory, option, path)

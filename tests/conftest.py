@@ -1,4 +1,5 @@
 """Shared test helpers: small models built the way fairseq builds them."""
+
 from __future__ import annotations
 
 import os
@@ -12,16 +13,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-import user_dir  # noqa: E402,F401  (registers models and architectures)
-from benchmarks.gpu_checks import Task, incremental_decoding_error, random_batch  # noqa: E402,F401
-from benchmarks.gpu_checks import build_model as build_sized_model  # noqa: E402
 from fairseq.models import FairseqDecoder, FairseqEncoderDecoderModel  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
+import user_dir  # noqa: E402,F401  (registers models and architectures)
+from benchmarks.gpu_checks import Task, incremental_decoding_error, random_batch  # noqa: E402,F401
+from benchmarks.gpu_checks import build_model as build_sized_model  # noqa: E402
+
 TINY = dict(
-    encoder_embed_dim=32, decoder_embed_dim=32, encoder_ffn_embed_dim=64,
-    decoder_ffn_embed_dim=64, encoder_attention_heads=4, decoder_attention_heads=4,
-    encoder_layers=2, decoder_layers=2,
+    encoder_embed_dim=32,
+    decoder_embed_dim=32,
+    encoder_ffn_embed_dim=64,
+    decoder_ffn_embed_dim=64,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_layers=2,
+    decoder_layers=2,
 )
 
 

@@ -1,4 +1,5 @@
 """Named architectures: published sizes, and architecture defaults that options can override."""
+
 import argparse
 
 import pytest

@@ -1,4 +1,5 @@
 """The benchmark command in its tiny --smoke mode, and its CPU peak-memory measurement."""
+
 import json
 import math
 import os
@@ -45,13 +46,11 @@ def test_smoke_run_prints_every_row_with_a_finite_ratio(tmp_path):
         assert f"| {row['section']} | {row['comparison']} | {row['metric']} |" in result.stdout
     assert counts == EXPECTED_ROWS
     target = {(r["comparison"], r["metric"]): r["target"] for r in rows}
-    assert target[("rk4 encoder 1 blocks / transformer encoder 4 layers",
-                   "source tokens/s (fwd+bwd)")] == [">=", 0.95]
+    assert target[("rk4 encoder 1 blocks / transformer encoder 4 layers", "source tokens/s (fwd+bwd)")] == [">=", 0.95]
     assert target[("rk4 2-2 / transformer 2-2", "sentences/s (beam 4)")] == [">=", 0.85]
-    assert target[("rk4 2-2 ckpt-stages / transformer 2-2", "peak training memory")] == [
-        "<=", 1.2]
-    assert target[("rk4 block (n=4) / transformer layer", "seconds per step @prefix 8")] == [
-        "<=", 4.4]
+    assert target[("rk4 2-2 ckpt-stages / transformer 2-2", "peak training memory")] == ["<=", 1.2]
+    assert target[("rk4 block (n=4) / transformer layer", "seconds per step @prefix 8")] == ["<=", 4.4]
+
 
 def test_cpu_peak_memory_is_the_largest_running_sum_of_allocations():
     def allocate():
@@ -85,15 +84,20 @@ def test_median_ratio_pairs_rounds_before_taking_the_median():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the script would run")
 def test_gpu_script_refuses_a_machine_without_cuda_and_writes_nothing(tmp_path):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run(["bash", str(REPO_ROOT / "benchmarks" / "gpu.sh"), "--out-dir",
-                             str(tmp_path / "out")], capture_output=True, text=True, env=env)
+    result = subprocess.run(
+        ["bash", str(REPO_ROOT / "benchmarks" / "gpu.sh"), "--out-dir", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert result.returncode != 0
     assert "sees no CUDA device" in result.stderr and "--cpu-smoke" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
-                    reason="torch.compile on CPU needs a C compiler")
+@pytest.mark.skipif(
+    shutil.which("cc") is None and shutil.which("gcc") is None, reason="torch.compile on CPU needs a C compiler"
+)
 def test_compile_section_compares_compiled_and_eager_rk4_blocks(tmp_path):
     out = tmp_path / "rows.json"
     run("python", ["-m", "benchmarks.run", "--smoke", "--sections", "compile", "--json", str(out)])

@@ -1,4 +1,5 @@
 """The bundled English–Spanish Bible corpus and its builder (examples/translation/build_bible_corpus.py)."""
+
 from __future__ import annotations
 
 import collections
@@ -17,7 +18,8 @@ DATA = REPO_ROOT / "examples" / "translation" / "data"
 SPLITS = ("train", "valid", "test")
 
 _spec = importlib.util.spec_from_file_location(
-    "build_bible_corpus", REPO_ROOT / "examples" / "translation" / "build_bible_corpus.py")
+    "build_bible_corpus", REPO_ROOT / "examples" / "translation" / "build_bible_corpus.py"
+)
 builder = importlib.util.module_from_spec(_spec)
 sys.modules["build_bible_corpus"] = builder  # dataclasses look their module up there
 _spec.loader.exec_module(builder)
@@ -40,6 +42,7 @@ def corpus() -> dict[str, list[tuple[str, str, str]]]:
 
 
 # --- the committed corpus -------------------------------------------------------------------
+
 
 def test_committed_split_sizes_match_the_readme_and_the_chapter_split_targets(corpus):
     readme = (DATA / "README.md").read_text(encoding="utf-8")
@@ -69,8 +72,10 @@ def test_every_committed_pair_is_unique_non_empty_and_markup_free(corpus):
 
 def test_known_verses_are_aligned_and_unglued(corpus):
     rows = {ref: (en, es) for split in corpus.values() for ref, en, es in split}
-    assert rows["Genesis 1:1"] == ("In the beginning, God created the heavens and the earth.",
-                                   "En el principio crió Dios los cielos y la tierra.")
+    assert rows["Genesis 1:1"] == (
+        "In the beginning, God created the heavens and the earth.",
+        "En el principio crió Dios los cielos y la tierra.",
+    )
     en, es = rows["Psalms 3:1"]  # WEB keeps the title apart; RV1909 prints it in verse 1
     assert en.startswith("A Psalm by David, when he fled from Absalom his son. Yahweh, how")
     assert es.startswith("Salmo de David, cuando huía de delante de Absalom su hijo. ¡Oh Jehová")
@@ -86,10 +91,13 @@ def test_chapters_with_hebrew_verse_numbering_in_the_spanish_text_are_dropped(co
 
 # --- builder functions on synthetic OSIS ----------------------------------------------------
 
+
 def test_tags_between_letters_become_spaces_and_punctuation_stays_attached():
-    fragment = ('<w s="1">In</w> <w>beginning</w>, <w>God</w><w>created</w> it.<l eID="a"/> '
-                '<l sID="b"/>“<w>Let</w> there be—<w>light</w>,” '
-                '<title type="x">Heading</title><speaker>Beloved</speaker>end')
+    fragment = (
+        '<w s="1">In</w> <w>beginning</w>, <w>God</w><w>created</w> it.<l eID="a"/> '
+        '<l sID="b"/>“<w>Let</w> there be—<w>light</w>,” '
+        '<title type="x">Heading</title><speaker>Beloved</speaker>end'
+    )
     text = builder.strip_markup(fragment)
     assert text == f"In beginning, God{builder.JOIN_POINT}created it. “Let there be—light,” end"
     verses = builder.resolve_join_points({("Gen", 1, 1): text}, frozenset())
@@ -109,15 +117,19 @@ def test_a_tag_inside_a_word_or_before_a_clitic_keeps_the_word_whole():
 
 
 def test_a_psalm_title_is_prepended_once_although_diatheke_repeats_it():
-    raw = ('Psalms 2:12: <w>Blessed</w> are all.\n'
-           '<title canonical="true" type="psalm">A Psalm by David.</title> <lg sID="g1"/> '
-           '<l level="1" sID="g2"/>Psalms 3:1: <w>Yahweh</w>, how many!\n'
-           '<title canonical="true" type="psalm">A Psalm by David.</title> <lg sID="g1"/> '
-           '<l level="1" sID="g2"/>Psalms 3:2: Many say.\n')
+    raw = (
+        "Psalms 2:12: <w>Blessed</w> are all.\n"
+        '<title canonical="true" type="psalm">A Psalm by David.</title> <lg sID="g1"/> '
+        '<l level="1" sID="g2"/>Psalms 3:1: <w>Yahweh</w>, how many!\n'
+        '<title canonical="true" type="psalm">A Psalm by David.</title> <lg sID="g1"/> '
+        '<l level="1" sID="g2"/>Psalms 3:2: Many say.\n'
+    )
     verses = builder.parse_verses(raw)
-    assert verses == {("Psalms", 2, 12): "Blessed are all.",
-                      ("Psalms", 3, 1): "A Psalm by David. Yahweh, how many!",
-                      ("Psalms", 3, 2): "Many say."}
+    assert verses == {
+        ("Psalms", 2, 12): "Blessed are all.",
+        ("Psalms", 3, 1): "A Psalm by David. Yahweh, how many!",
+        ("Psalms", 3, 2): "Many say.",
+    }
 
 
 def test_drop_capitals_are_truecased_but_inscriptions_stay_capital():
@@ -131,8 +143,9 @@ def test_drop_capitals_are_truecased_but_inscriptions_stay_capital():
 def test_aligner_drops_a_block_of_verses_shifted_by_one_and_keeps_the_rest():
     # A made-up language pair: Spanish word = English word + "o". Verse i uses words 7i + 11j
     # (mod 60), j < 6, so every word recurs ~10 times and verses up to 6 apart share none.
-    english = {("Book", 1 + i // 20, 1 + i % 20): " ".join(f"w{(7 * i + 11 * j) % 60}" for j in range(6))
-               for i in range(100)}
+    english = {
+        ("Book", 1 + i // 20, 1 + i % 20): " ".join(f"w{(7 * i + 11 * j) % 60}" for j in range(6)) for i in range(100)
+    }
     spanish = {ref: " ".join(w + "o" for w in text.split()) for ref, text in english.items()}
     refs = list(english)
     shifted = refs[40:60]  # chapter 3: Spanish text of the next verse under each reference
@@ -159,18 +172,19 @@ def test_chapter_split_is_deterministic_and_never_splits_a_chapter():
 
 # --- a rebuild from the Debian packages -----------------------------------------------------
 
+
 def sword_modules_installed() -> bool:
     if shutil.which("diatheke") is None:
         return False
-    listing = subprocess.run(["diatheke", "-b", "system", "-k", "modulelist"],
-                             capture_output=True, text=True).stdout
+    listing = subprocess.run(["diatheke", "-b", "system", "-k", "modulelist"], capture_output=True, text=True).stdout
     return "engWEB2015eb" in listing and "spaRV1909eb" in listing
 
 
 needs_sword = pytest.mark.skipif(
     not sword_modules_installed(),
     reason="diatheke with sword-text-web and sword-text-sparv is not installed "
-           "(apt-get install diatheke sword-text-web sword-text-sparv)")
+    "(apt-get install diatheke sword-text-web sword-text-sparv)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +196,7 @@ def rebuilt(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def raw_dumps() -> dict[str, str]:
-    return {module: builder.run_diatheke(module, "diatheke")
-            for module in ("engWEB2015eb", "spaRV1909eb")}
+    return {module: builder.run_diatheke(module, "diatheke") for module in ("engWEB2015eb", "spaRV1909eb")}
 
 
 @needs_sword
@@ -220,7 +233,7 @@ def test_no_word_is_glued_across_a_removed_tag(rebuilt, raw_dumps):
             ref = builder.format_ref((current["book"], int(current["chapter"]), int(current["verse"])))
             if ref not in rows:
                 continue
-            body = raw[current.end(): following.start() if following else len(raw)]
+            body = raw[current.end() : following.start() if following else len(raw)]
             words = rows[ref][column].split()
             tokens = set(re.findall(r"\w+", rows[ref][column]))
             for site in re.finditer(r"(\w+)(?:<[^>]*>)+(\w+)", body):

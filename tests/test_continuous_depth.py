@@ -1,4 +1,5 @@
 """Parallel attention∥FFN fields, weight-shared groups over [0, k], and adaptive encoder solves."""
+
 import logging
 
 import numpy as np
@@ -43,10 +44,18 @@ def test_shared_group_with_euler_steps_of_one_equals_repeated_shared_layer():
 
 def _shared_block(method, **overrides):
     # GELU keeps F smooth: with ReLU, F is only Lipschitz and RK4 cannot show order 4.
-    model = build_model(
-        "ode_transformer_parallel", TinyTask(), encoder_ode_method=method,
-        encoder_share_group_size=2, activation_fn="gelu", **overrides,
-    ).double().eval()
+    model = (
+        build_model(
+            "ode_transformer_parallel",
+            TinyTask(),
+            encoder_ode_method=method,
+            encoder_share_group_size=2,
+            activation_fn="gelu",
+            **overrides,
+        )
+        .double()
+        .eval()
+    )
     return model.encoder.layers[0]
 
 
@@ -68,11 +77,14 @@ def test_fixed_grid_group_solutions_converge_to_adaptive_solution_at_method_orde
         assert abs(slope - order) < 0.25, (method, slope, errors)
 
 
-@pytest.mark.parametrize("overrides", [
-    dict(encoder_ode_method="rk4", encoder_share_group_size=2, encoder_ode_steps=3),
-    dict(encoder_ode_method="dopri5", encoder_share_group_size=2),
-    dict(encoder_ode_method="bosh3", encoder_share_group_size=1, ode_rtol=1e-4),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(encoder_ode_method="rk4", encoder_share_group_size=2, encoder_ode_steps=3),
+        dict(encoder_ode_method="dopri5", encoder_share_group_size=2),
+        dict(encoder_ode_method="bosh3", encoder_share_group_size=1, ode_rtol=1e-4),
+    ],
+)
 def test_extra_padding_does_not_change_non_pad_outputs(overrides):
     task = TinyTask()
     model = build_model("ode_transformer_parallel", task, **overrides).eval()
@@ -96,15 +108,30 @@ def test_incremental_decoding_equals_full_forward_for_parallel_field_and_step_ov
     assert incremental_decoding_error(override, task, [6, 3, 8], seed=7) <= 1e-5
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (dict(decoder_ode_method="dopri5"), r"--decoder-ode-method dopri5: adaptive solvers cannot run a causal decoder"),
-    (dict(encoder_ode_method="dopri5", ode_coefficients="learned"), r"adaptive --encoder-ode-method dopri5 has none"),
-    (dict(encoder_share_group_size=3), r"--encoder-share-group-size 3 must be a positive divisor of --encoder-layers 2"),
-    (dict(encoder_ode_steps=0), r"--encoder-ode-steps must be a positive integer"),
-    (dict(encoder_ode_method="dopri5", ode_rtol=-1.0), r"--ode-rtol and --ode-atol must be > 0"),
-    (dict(encoder_ode_step=8), r"encoder_ode_step is not an option of this model, so it would be ignored; "
-                               r"did you mean encoder_ode_steps\?"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            dict(decoder_ode_method="dopri5"),
+            r"--decoder-ode-method dopri5: adaptive solvers cannot run a causal decoder",
+        ),
+        (
+            dict(encoder_ode_method="dopri5", ode_coefficients="learned"),
+            r"adaptive --encoder-ode-method dopri5 has none",
+        ),
+        (
+            dict(encoder_share_group_size=3),
+            r"--encoder-share-group-size 3 must be a positive divisor of --encoder-layers 2",
+        ),
+        (dict(encoder_ode_steps=0), r"--encoder-ode-steps must be a positive integer"),
+        (dict(encoder_ode_method="dopri5", ode_rtol=-1.0), r"--ode-rtol and --ode-atol must be > 0"),
+        (
+            dict(encoder_ode_step=8),
+            r"encoder_ode_step is not an option of this model, so it would be ignored; "
+            r"did you mean encoder_ode_steps\?",
+        ),
+    ],
+)
 def test_invalid_continuous_depth_options_are_rejected(overrides, message):
     with pytest.raises(ValueError, match=message):
         build_model("ode_transformer_parallel", TinyTask(), **overrides)
@@ -113,8 +140,12 @@ def test_invalid_continuous_depth_options_are_rejected(overrides, message):
 def test_adaptive_solve_in_training_fixes_dropout_masks_so_steps_stay_few():
     task = TinyTask()
     model = build_model(
-        "ode_transformer_parallel", task, encoder_ode_method="dopri5", dropout=0.3,
-        attention_dropout=0.3, activation_dropout=0.3,
+        "ode_transformer_parallel",
+        task,
+        encoder_ode_method="dopri5",
+        dropout=0.3,
+        attention_dropout=0.3,
+        activation_dropout=0.3,
     )
     block = model.encoder.layers[0]
     y = torch.randn(6, 2, 32)
@@ -167,13 +198,26 @@ def test_dopri5_model_gets_finite_gradients_in_float16():
 
 
 def test_a_solve_past_its_evaluation_limit_names_the_block_the_tolerances_and_the_fix():
-    model = build_model("ode_transformer_parallel", TinyTask(), encoder_ode_method="dopri5",
-                        ode_rtol=1e-12, ode_atol=1e-12, ode_max_evaluations=60).eval()
+    model = build_model(
+        "ode_transformer_parallel",
+        TinyTask(),
+        encoder_ode_method="dopri5",
+        ode_rtol=1e-12,
+        ode_atol=1e-12,
+        ode_max_evaluations=60,
+    ).eval()
     src, lengths, prev = random_batch(TinyTask(), [5, 3])
-    with pytest.raises(AdaptiveSolveError, match=(
-        r"encoder block 0: dopri5 with rtol 1e-12, atol 1e-12 \(torch\.float32\) stopped at t = .* "
-        r"after 60 field evaluations: the limit of 60 per solve; the tolerances are too tight for this "
-        r"model: loosen them \(--ode-rtol, --ode-atol")), torch.no_grad():
+    with (
+        pytest.raises(
+            AdaptiveSolveError,
+            match=(
+                r"encoder block 0: dopri5 with rtol 1e-12, atol 1e-12 \(torch\.float32\) stopped at t = .* "
+                r"after 60 field evaluations: the limit of 60 per solve; the tolerances are too tight for this "
+                r"model: loosen them \(--ode-rtol, --ode-atol"
+            ),
+        ),
+        torch.no_grad(),
+    ):
         model(src, lengths, prev)
 
 
@@ -181,6 +225,7 @@ def test_options_without_effect_are_named_in_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="ode_seq.models.config"):
         build_model("ode_transformer_parallel", TinyTask(), encoder_ode_method="dopri5", encoder_ode_steps=4)
         build_model("ode_transformer_rk4", TinyTask(), ode_rtol=1e-6, ode_max_evaluations=50)
-    assert ("--encoder-ode-steps 4 has no effect: adaptive --encoder-ode-method dopri5 chooses its own "
-            "steps") in caplog.text
+    assert (
+        "--encoder-ode-steps 4 has no effect: adaptive --encoder-ode-method dopri5 chooses its own steps"
+    ) in caplog.text
     assert "--ode-rtol, --ode-max-evaluations have no effect: only the adaptive methods" in caplog.text

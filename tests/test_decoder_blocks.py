@@ -1,16 +1,27 @@
 """ODE decoder blocks: exact incremental decoding, beam reordering, stage checkpointing."""
+
 import pytest
 import torch
 
 from ode_seq.solvers.tableaus import TABLEAUS
 from tests.conftest import (
-    TinyTask, assert_same_hypotheses, beam_search_with_and_without_caches, build_model,
-    incremental_decoding_error, random_batch,
+    TinyTask,
+    assert_same_hypotheses,
+    beam_search_with_and_without_caches,
+    build_model,
+    incremental_decoding_error,
+    random_batch,
 )
 
 METHOD_MODES = [(m, "fixed") for m in TABLEAUS] + [
-    ("heun", "learned"), ("rk4", "learned"), ("rk3", "learned-shared"),
-    ("rk4", "free"), ("heun", "free-ones"), ("heun", "ema"), ("rk4", "ema"), ("iie2", "ema"),
+    ("heun", "learned"),
+    ("rk4", "learned"),
+    ("rk3", "learned-shared"),
+    ("rk4", "free"),
+    ("heun", "free-ones"),
+    ("heun", "ema"),
+    ("rk4", "ema"),
+    ("iie2", "ema"),
     ("iie3", "learned"),
 ]
 
@@ -19,17 +30,23 @@ METHOD_MODES = [(m, "fixed") for m in TABLEAUS] + [
 def test_incremental_decoding_equals_full_forward(method, mode):
     task = TinyTask()
     model = build_model(
-        "ode_transformer_rk4_encdec", task, decoder_ode_method=method,
-        encoder_ode_method=method, ode_coefficients=mode,
+        "ode_transformer_rk4_encdec",
+        task,
+        decoder_ode_method=method,
+        encoder_ode_method=method,
+        ode_coefficients=mode,
     ).eval()
     assert incremental_decoding_error(model, task, [6, 3, 8, 5]) <= 1e-5
 
 
-@pytest.mark.parametrize("overrides", [
-    dict(decoder_relative_positions=3, encoder_relative_positions=3),
-    dict(decoder_layer_history="learnable_dense", encoder_layer_history="dense"),
-    dict(ode_field="whole-layer", decoder_layer_history="learnable_dense"),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(decoder_relative_positions=3, encoder_relative_positions=3),
+        dict(decoder_layer_history="learnable_dense", encoder_layer_history="dense"),
+        dict(ode_field="whole-layer", decoder_layer_history="learnable_dense"),
+    ],
+)
 def test_incremental_decoding_equals_full_forward_with_options(overrides):
     task = TinyTask()
     model = build_model("ode_transformer_rk4_encdec", task, **overrides).eval()
@@ -60,7 +77,10 @@ def test_decoder_stage_caches_hold_one_entry_per_position_and_stage():
 def test_beam_search_with_caches_equals_prefix_recomputation(method, mode):
     task = TinyTask()
     model = build_model(
-        "ode_transformer_rk4_encdec", task, decoder_ode_method=method, ode_coefficients=mode,
+        "ode_transformer_rk4_encdec",
+        task,
+        decoder_ode_method=method,
+        ode_coefficients=mode,
         seed=5,
     ).eval()
     for cached, recomputed in beam_search_with_and_without_caches(model, task, beam=5, max_len_b=12):
@@ -78,16 +98,18 @@ def _loss_and_grads(model, batch, seed):
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("checkpointing", [
-    dict(ode_checkpoint_stages=True), dict(checkpoint_activations=True),
-])
+@pytest.mark.parametrize(
+    "checkpointing",
+    [
+        dict(ode_checkpoint_stages=True),
+        dict(checkpoint_activations=True),
+    ],
+)
 def test_checkpointed_model_has_same_loss_and_gradients(checkpointing):
     task = TinyTask()
     batch = random_batch(task, [6, 4, 7])
     plain = build_model("ode_transformer_rk4_encdec", task, ode_coefficients="learned").train()
-    checked = build_model(
-        "ode_transformer_rk4_encdec", task, ode_coefficients="learned", **checkpointing
-    ).train()
+    checked = build_model("ode_transformer_rk4_encdec", task, ode_coefficients="learned", **checkpointing).train()
     checked.load_state_dict(plain.state_dict())
     loss_a, grads_a = _loss_and_grads(plain, batch, seed=11)
     loss_b, grads_b = _loss_and_grads(checked, batch, seed=11)

@@ -1,4 +1,5 @@
 """ODE encoder blocks: Euler is fairseq's pre-norm Transformer; RK blocks match their formulas."""
+
 import pytest
 import torch
 from fairseq.modules.layer_drop import LayerDropModuleList
@@ -18,9 +19,7 @@ def _log_probs(model, batch):
 
 
 def test_euler_model_equals_fairseq_prenorm_transformer_with_same_weights(task):
-    vanilla = build_model(
-        "transformer", task, encoder_normalize_before=True, decoder_normalize_before=True
-    ).eval()
+    vanilla = build_model("transformer", task, encoder_normalize_before=True, decoder_normalize_before=True).eval()
     ode = build_model("ode_transformer_euler", task, seed=1).eval()
     ode.load_state_dict(vanilla.state_dict())  # identical parameter names, strict
     batch = random_batch(task, [7, 4, 9])
@@ -51,9 +50,7 @@ def test_rk4_block_equals_classical_rk4_formula():
     k2 = G(y + k1 / 2)
     k3 = G(y + k2 / 2)
     k4 = G(y + k3)
-    torch.testing.assert_close(
-        block(y), y + (k1 + 2 * k2 + 2 * k3 + k4) / 6, atol=1e-5, rtol=0
-    )
+    torch.testing.assert_close(block(y), y + (k1 + 2 * k2 + 2 * k3 + k4) / 6, atol=1e-5, rtol=0)
 
 
 def test_learned_gamma_block_equals_paper_gate_formula():
@@ -134,9 +131,7 @@ def test_parameter_counts_equal_vanilla_plus_gates(task):
 
 
 def test_vanilla_checkpoint_initialises_an_rk_model(task):
-    vanilla = build_model(
-        "transformer", task, encoder_normalize_before=True, decoder_normalize_before=True
-    )
+    vanilla = build_model("transformer", task, encoder_normalize_before=True, decoder_normalize_before=True)
     rk = build_model("ode_transformer_rk2_learned", task)
     result = rk.load_state_dict(vanilla.state_dict(), strict=False)
     assert not result.unexpected_keys
@@ -151,15 +146,20 @@ def test_vanilla_checkpoint_initialises_an_rk_model(task):
         (dict(encoder_ode_method="rk5"), r"--encoder-ode-method 'rk5' is not valid; choose one of: euler"),
         (dict(ode_coefficients="gated"), r"--ode-coefficients 'gated' is not valid; choose one of: fixed"),
         (dict(ode_field="sideways"), r"--ode-field 'sideways' is not valid"),
-        (dict(encoder_normalize_before=False), r"--ode-field residual-branch needs pre-norm encoder layers: pass --encoder-normalize-before"),
+        (
+            dict(encoder_normalize_before=False),
+            r"--ode-field residual-branch needs pre-norm encoder layers: pass --encoder-normalize-before",
+        ),
         (dict(encoder_ode_method="euler", ode_coefficients="learned"), r"have one stage; choose a method such as heun"),
         (dict(encoder_relative_positions=-2), r"--encoder-relative-positions must be >= 0"),
         (dict(encoder_layer_history="sparse"), r"--encoder-layer-history 'sparse' is not valid"),
         (dict(ode_checkpoint_stages=True, checkpoint_activations=True), r"not both"),
-        (dict(encoder_layerdrop=0.2, encoder_layer_history="dense"),
-         r"--encoder-layerdrop 0.2 drops blocks, but with --encoder-layer-history dense every "
-         r"block's output is a history state that later blocks read: pass --encoder-layerdrop 0 "
-         r"or --encoder-layer-history none"),
+        (
+            dict(encoder_layerdrop=0.2, encoder_layer_history="dense"),
+            r"--encoder-layerdrop 0.2 drops blocks, but with --encoder-layer-history dense every "
+            r"block's output is a history state that later blocks read: pass --encoder-layerdrop 0 "
+            r"or --encoder-layer-history none",
+        ),
     ],
 )
 def test_invalid_options_fail_at_model_build_naming_option_and_values(overrides, message):
@@ -230,7 +230,9 @@ def test_relative_attention_with_zero_relative_keys_equals_fairseq_attention():
     pad[1, :2] = True
     with torch.no_grad():
         rel.relative_keys.weight.zero_()
-        torch.testing.assert_close(rel(x, x, x, key_padding_mask=pad)[0], plain(x, x, x, key_padding_mask=pad)[0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            rel(x, x, x, key_padding_mask=pad)[0], plain(x, x, x, key_padding_mask=pad)[0], atol=1e-5, rtol=0
+        )
         # with relative keys, logits gain q_i . r_clip(j - i)
         rel.relative_keys.weight.normal_()
         logits = rel(x, x, x, before_softmax=True)[0]

@@ -1,4 +1,5 @@
 """The plugin's fixes to fairseq: what each fixes, and how they are applied and switched off."""
+
 import os
 import subprocess
 import sys
@@ -24,9 +25,7 @@ from tests.e2e.cli import ROOT
 def test_batch_by_size_keeps_the_longest_sentences_fairseq_would_drop():
     sizes = np.array([3, 5, 9, 10, 10, 2, 7, 4, 10, 6, 8, 3], dtype=np.int64)
     order = np.argsort(sizes, kind="mergesort")
-    batches = data_utils.batch_by_size(
-        order, lambda i: sizes[i], max_tokens=1000, required_batch_size_multiple=8
-    )
+    batches = data_utils.batch_by_size(order, lambda i: sizes[i], max_tokens=1000, required_batch_size_multiple=8)
     assert [len(b) for b in batches] == [8, 4]
     assert sorted(np.concatenate(batches).tolist()) == list(range(12))
     assert set(batches[-1].tolist()) == {2, 3, 4, 8}  # the four longest
@@ -57,8 +56,15 @@ def test_ngram_blocker_bans_exactly_the_tokens_that_would_repeat_an_ngram(n):
 def _batches_missing(missing, fixed_shapes=None):
     """A stand-in for fairseq's batching that leaves ``missing`` out of its batches."""
 
-    def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None,
-                      max_sentences=None, required_batch_size_multiple=1, fixed_shapes=None):
+    def batch_by_size(
+        indices,
+        num_tokens_fn,
+        num_tokens_vec=None,
+        max_tokens=None,
+        max_sentences=None,
+        required_batch_size_multiple=1,
+        fixed_shapes=None,
+    ):
         kept = [int(i) for i in indices if int(i) not in missing]
         return [np.array(kept[::2]), np.array(kept[1::2])]
 
@@ -98,8 +104,11 @@ def test_every_fix_names_its_bug_and_applies_once():
 def test_fixes_refuse_a_fairseq_version_they_were_not_written_for():
     for version in ("0.12.2", "0.12.3", "0.12.3.1"):
         check_fairseq_version(version)
-    with pytest.raises(RuntimeError, match=r"written for fairseq 0\.12\.2, 0\.12\.3, 0\.12\.3\.1, "
-                       r"but fairseq 0\.13\.0 is installed.*ODE_SEQ_DISABLE_FIXES=all"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"written for fairseq 0\.12\.2, 0\.12\.3, 0\.12\.3\.1, "
+        r"but fairseq 0\.13\.0 is installed.*ODE_SEQ_DISABLE_FIXES=all",
+    ):
         check_fairseq_version("0.13.0")
 
 
@@ -111,8 +120,7 @@ def test_a_switched_off_fix_is_not_applied_and_the_others_are():
         "print('WRAPPED', hasattr(data_utils.batch_by_size, '__wrapped__'))\n"
     )
     env = dict(os.environ, ODE_SEQ_DISABLE_FIXES="batch_by_size")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=ROOT, env=env)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
     assert "WRAPPED False" in result.stdout, result.stderr[-2000:]
     applied = [line for line in result.stderr.splitlines() if "applied fixes" in line]
     assert len(applied) == 1 and "ngram_blocking" in applied[0]
@@ -124,23 +132,46 @@ def test_data_parallel_wrapper_is_a_subclass_of_torch_ddp():
     assert isinstance(ddp, type) and issubclass(ddp, DistributedDataParallel)
 
 
-@pytest.mark.parametrize("precision, tpu", [
-    (["--bf16"], False), (["--bf16", "--cpu"], False), (["--memory-efficient-bf16"], False),
-    (["--bf16", "--tpu"], True), (["--fp16"], False),
-])
+@pytest.mark.parametrize(
+    "precision, tpu",
+    [
+        (["--bf16"], False),
+        (["--bf16", "--cpu"], False),
+        (["--memory-efficient-bf16"], False),
+        (["--bf16", "--tpu"], True),
+        (["--fp16"], False),
+    ],
+)
 def test_bf16_leaves_the_tpu_path_off_unless_tpu_is_given(precision, tpu):
     from fairseq import options
 
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        "data", "--user-dir", os.path.join(ROOT, "user_dir"), "--arch", "ode_transformer_euler_small",
-        "--optimizer", "adam", *precision])
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        [
+            "data",
+            "--user-dir",
+            os.path.join(ROOT, "user_dir"),
+            "--arch",
+            "ode_transformer_euler_small",
+            "--optimizer",
+            "adam",
+            *precision,
+        ],
+    )
     assert args.tpu is tpu
 
 
 def _checkpoint_options(save_dir, **options):
     """fairseq's checkpoint options with their defaults and ``options``."""
-    return SimpleNamespace(**{"save_dir": str(save_dir), "restore_file": "checkpoint_last.pt",
-                              "continue_once": None, "finetune_from_model": None, **options})
+    return SimpleNamespace(
+        **{
+            "save_dir": str(save_dir),
+            "restore_file": "checkpoint_last.pt",
+            "continue_once": None,
+            "finetune_from_model": None,
+            **options,
+        }
+    )
 
 
 def test_a_run_is_resumed_only_from_a_checkpoint_that_exists(tmp_path):
@@ -148,14 +179,20 @@ def test_a_run_is_resumed_only_from_a_checkpoint_that_exists(tmp_path):
     (tmp_path / "checkpoint_last.pt").write_bytes(b"saved")
     check_resume_source(_checkpoint_options(tmp_path))
     check_resume_source(_checkpoint_options(tmp_path, restore_file=str(tmp_path / "checkpoint_last.pt")))
-    with pytest.raises(ValueError, match=r"--restore-file \S+chekpoint_last\.pt does not exist: .*"
-                       r"nothing was trained or written.*leave out --restore-file"):
+    with pytest.raises(
+        ValueError,
+        match=r"--restore-file \S+chekpoint_last\.pt does not exist: .*"
+        r"nothing was trained or written.*leave out --restore-file",
+    ):
         check_resume_source(_checkpoint_options(tmp_path, restore_file=str(tmp_path / "chekpoint_last.pt")))
     with pytest.raises(ValueError, match=r"--restore-file \S+ is a directory; name a checkpoint file"):
         check_resume_source(_checkpoint_options(tmp_path, restore_file=str(tmp_path)))
     check_resume_source(_checkpoint_options(tmp_path, continue_once=str(tmp_path / "gone.pt")))  # resumes
-    with pytest.raises(ValueError, match=r"--restore-file \./checkpoint_last\.pt does not exist \(the path "
-                       r"is not relative to --save-dir: did you mean \S+/checkpoint_last\.pt\?\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"--restore-file \./checkpoint_last\.pt does not exist \(the path "
+        r"is not relative to --save-dir: did you mean \S+/checkpoint_last\.pt\?\)",
+    ):
         check_resume_source(_checkpoint_options(tmp_path, restore_file=os.path.join(".", "checkpoint_last.pt")))
 
 
@@ -169,16 +206,22 @@ def test_a_save_dir_with_checkpoints_but_no_checkpoint_last_is_not_trained_over(
     check_resume_source(_checkpoint_options(tmp_path, finetune_from_model=str(tmp_path / "checkpoint3.pt")))
 
 
-TORCHRUN = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "WORLD_SIZE": "2", "RANK": "1",
-            "LOCAL_RANK": "1"}
+TORCHRUN = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}
 
 
 def _launch_options(cpu=True, **distributed):
     """fairseq's config as far as launching is concerned: defaults of a CPU run and ``distributed``."""
-    defaults = dict(distributed_init_method=None, distributed_world_size=1, distributed_rank=0,
-                    device_id=0, distributed_no_spawn=False, distributed_backend="gloo")
-    return SimpleNamespace(common=SimpleNamespace(cpu=cpu),
-                           distributed_training=SimpleNamespace(**{**defaults, **distributed}))
+    defaults = dict(
+        distributed_init_method=None,
+        distributed_world_size=1,
+        distributed_rank=0,
+        device_id=0,
+        distributed_no_spawn=False,
+        distributed_backend="gloo",
+    )
+    return SimpleNamespace(
+        common=SimpleNamespace(cpu=cpu), distributed_training=SimpleNamespace(**{**defaults, **distributed})
+    )
 
 
 def test_processes_started_by_torchrun_take_world_size_and_rank_from_it(monkeypatch):
@@ -187,19 +230,30 @@ def test_processes_started_by_torchrun_take_world_size_and_rank_from_it(monkeypa
     cfg = _launch_options()
     join_launched_processes(cfg)
     assert vars(cfg.distributed_training) == dict(
-        distributed_init_method="env://", distributed_world_size=2, distributed_rank=1, device_id=0,
-        distributed_no_spawn=True, distributed_backend="gloo")
+        distributed_init_method="env://",
+        distributed_world_size=2,
+        distributed_rank=1,
+        device_id=0,
+        distributed_no_spawn=True,
+        distributed_backend="gloo",
+    )
 
 
 def test_torchrun_processes_that_would_train_alone_or_use_nccl_on_cpus_are_refused(monkeypatch):
     for name, value in TORCHRUN.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(ValueError, match=r"torchrun started 2 processes \(WORLD_SIZE=2, RANK=1\), but "
-                       r"--distributed-init-method tcp://\S+ with world size 1 and rank 0 would make each "
-                       r"process train on its own .* leave out --distributed-init-method"):
+    with pytest.raises(
+        ValueError,
+        match=r"torchrun started 2 processes \(WORLD_SIZE=2, RANK=1\), but "
+        r"--distributed-init-method tcp://\S+ with world size 1 and rank 0 would make each "
+        r"process train on its own .* leave out --distributed-init-method",
+    ):
         join_launched_processes(_launch_options(distributed_init_method="tcp://127.0.0.1:29501"))
-    with pytest.raises(ValueError, match=r"--distributed-backend nccl needs CUDA GPUs, but this run is on "
-                       r"CPUs: pass --distributed-backend gloo"):
+    with pytest.raises(
+        ValueError,
+        match=r"--distributed-backend nccl needs CUDA GPUs, but this run is on "
+        r"CPUs: pass --distributed-backend gloo",
+    ):
         join_launched_processes(_launch_options(distributed_backend="nccl"))
 
 
@@ -217,8 +271,11 @@ def _translating(source, target):
 
 
 def test_a_run_reading_the_checkpoints_languages_the_other_way_round_is_refused():
-    with pytest.raises(ValueError, match=r"m\.pt was trained to translate en -> de, but this run reads de "
-                       r"as the source and en as the target .* pass -s en -t de"):
+    with pytest.raises(
+        ValueError,
+        match=r"m\.pt was trained to translate en -> de, but this run reads de "
+        r"as the source and en as the target .* pass -s en -t de",
+    ):
         check_direction("m.pt", ("en", "de"), _translating("de", "en"))
     check_direction("m.pt", ("en", "de"), _translating("en", "de"))
     check_direction("m.pt", None, _translating("de", "en"))  # an old checkpoint that does not say

@@ -1,5 +1,6 @@
 """Checkpoints written by earlier code (tests/fixtures) load with fairseq's own loader and give
 the log-probabilities recorded when they were written."""
+
 import os
 
 import pytest

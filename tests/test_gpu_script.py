@@ -1,5 +1,6 @@
 """benchmarks/gpu.sh in its --cpu-smoke mode (every part on the CPU with tiny sizes, so the GPU run
 cannot rot between GPU sessions), and the time budget that cuts a part cleanly."""
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,23 @@ def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu-run")
     env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
     env.pop("OUT", None)
-    result = subprocess.run(["bash", str(REPO_ROOT / "benchmarks" / "gpu.sh"), "--cpu-smoke", "--out-dir",
-                             str(out), "--data-bin", str(raw / "bin"), "--seconds", "240"],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [
+            "bash",
+            str(REPO_ROOT / "benchmarks" / "gpu.sh"),
+            "--cpu-smoke",
+            "--out-dir",
+            str(out),
+            "--data-bin",
+            str(raw / "bin"),
+            "--seconds",
+            "240",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     return out, result
 
 
@@ -43,8 +58,15 @@ def test_every_part_runs_within_its_limit_and_none_fails(smoke_run):
     assert [p["status"] for p in parts["parts"]] == ["finished"] * 3, result.stderr[-3000:]
     assert result.returncode == 0
     assert parts["environment"]["extensions"]["fairseq.data.data_utils_fast"] == "loads"
-    assert sorted(os.listdir(out)) == ["checks.jsonl", "parts.json", "run.log", "speed.json", "speed.md",
-                                       "study.jsonl", "summary.md"]
+    assert sorted(os.listdir(out)) == [
+        "checks.jsonl",
+        "parts.json",
+        "run.log",
+        "speed.json",
+        "speed.md",
+        "study.jsonl",
+        "summary.md",
+    ]
 
 
 def test_checks_pass_on_the_cpu(smoke_run):
@@ -52,7 +74,8 @@ def test_checks_pass_on_the_cpu(smoke_run):
     assert checks and all(check["passed"] for check in checks)
     assert {c["group"] for c in checks} == {"decoding", "adaptive", "training"}
     assert {(c["name"], c["dtype"]) for c in checks if c["group"] == "training"} == {
-        (family, precision) for family in gpu_checks.SMOKE_FAMILIES for precision in ("fp16", "bf16")}
+        (family, precision) for family in gpu_checks.SMOKE_FAMILIES for precision in ("fp16", "bf16")
+    }
     decoding = {(c["name"], c["dtype"]) for c in checks if c["group"] == "decoding"}
     assert {("rk4/learned", "fp32"), ("rk4/learned", "bf16"), ("euler/fixed", "bf16")} <= decoding
 
@@ -66,7 +89,8 @@ def test_speed_rows_and_study_curves_are_written(smoke_run):
     assert {r["config"] for r in valid} == CONFIGS
     for config in CONFIGS:  # every configuration reached the same updates
         assert [r["updates"] for r in valid if r["config"] == config] == [
-            r["updates"] for r in valid if r["config"] == "residual_6_6"]
+            r["updates"] for r in valid if r["config"] == "residual_6_6"
+        ]
     assert max(r["updates"] for r in valid) == 6  # the smoke run's --max-updates
     assert {r["config"] for r in study if r["event"] == "test"} == CONFIGS
     summary = (out / "summary.md").read_text()
@@ -75,8 +99,15 @@ def test_speed_rows_and_study_curves_are_written(smoke_run):
 
 
 def test_a_part_past_its_limit_is_stopped_and_keeps_its_output(tmp_path):
-    sleeper = gpu_run.Part("sleeper", 1.0, lambda options, limit: [
-        sys.executable, "-c", "print('partial result', flush=True); import time; time.sleep(120)"])
+    sleeper = gpu_run.Part(
+        "sleeper",
+        1.0,
+        lambda options, limit: [
+            sys.executable,
+            "-c",
+            "print('partial result', flush=True); import time; time.sleep(120)",
+        ],
+    )
     options = gpu_run.Options(str(tmp_path), "", "cpu", True)
     started = time.perf_counter()
     with open(tmp_path / "run.log", "w") as log:

@@ -1,4 +1,5 @@
 """The layout shows the architecture: imports point one way, solvers ← layers ← models ← cli."""
+
 import ast
 from pathlib import Path
 

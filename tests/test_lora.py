@@ -1,5 +1,6 @@
 """LoRA fine-tuning of a plain Transformer (step-count adaptation): W x + (α/r)·B A x on every
 targeted linear map, only the adapters train, merging gives the same model."""
+
 import pytest
 import torch
 from fairseq.modules.multihead_attention import MultiheadAttention
@@ -93,11 +94,14 @@ def test_merging_gives_the_plain_transformer_of_the_adapted_weights():
         torch.testing.assert_close(merged.state_dict()[name], value, atol=1e-6, rtol=0, msg=name)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (dict(lora_rank=0), "--lora-rank must be a positive integer"),
-    (dict(lora_targets=","), "--lora-targets names no module"),
-    (dict(lora_dropout=1.0), r"--lora-dropout must be in \[0, 1\)"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(lora_rank=0), "--lora-rank must be a positive integer"),
+        (dict(lora_targets=","), "--lora-targets names no module"),
+        (dict(lora_dropout=1.0), r"--lora-dropout must be in \[0, 1\)"),
+    ],
+)
 def test_invalid_lora_options_fail_naming_the_option(overrides, message):
     with pytest.raises(ValueError, match=message):
         build_model("lora_transformer", TinyTask(), **PRE_NORM, **overrides)

@@ -1,7 +1,7 @@
 """Non-autonomous ODE Transformer: θ(τ), exact export to a plain Transformer, incremental decoding."""
+
 import pytest
 import torch
-
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
 from ode_seq.export.plain import discrete_state_dict
@@ -33,12 +33,22 @@ def _log_probs(model, batch):
 @pytest.mark.parametrize("steps", [(2, 2), (3, 5)])
 def test_exported_discrete_transformer_equals_ode_model_at_that_step_count(steps):
     task = TinyTask()
-    ode = _make_time_dependent(build_model(
-        "ode_transformer_nonauto_small", task, **_tiny(), encoder_ode_steps=steps[0], decoder_ode_steps=steps[1],
-    )).eval()
+    ode = _make_time_dependent(
+        build_model(
+            "ode_transformer_nonauto_small",
+            task,
+            **_tiny(),
+            encoder_ode_steps=steps[0],
+            decoder_ode_steps=steps[1],
+        )
+    ).eval()
     plain = build_model(
-        "transformer", task, encoder_layers=steps[0], decoder_layers=steps[1],
-        encoder_normalize_before=True, decoder_normalize_before=True,
+        "transformer",
+        task,
+        encoder_layers=steps[0],
+        decoder_layers=steps[1],
+        encoder_normalize_before=True,
+        decoder_normalize_before=True,
     ).eval()
     plain.load_state_dict(discrete_state_dict(ode))
     batch = random_batch(task, [6, 4, 7])
@@ -62,7 +72,9 @@ def test_zero_initialised_time_mlp_gives_time_independent_weights():
 
 
 def _layer_params(arch):
-    return {n: p.numel() for n, p in build_model(arch, TinyTask(), **_tiny()).encoder.layers[0].theta.named_parameters()}
+    return {
+        n: p.numel() for n, p in build_model(arch, TinyTask(), **_tiny()).encoder.layers[0].theta.named_parameters()
+    }
 
 
 @pytest.mark.parametrize("form, rank", [("paper", 8), ("low-rank", 3)])
@@ -83,7 +95,11 @@ def test_parameter_counts_match_the_formulas(form, rank):
     assert sum(p.numel() for p in block.time_embedding.parameters()) == mlp
     assert not [n for n, _ in block.named_parameters(recurse=False)]
     per_weight = build_model(
-        "ode_transformer_nonauto", TinyTask(), **_tiny(), time_weights=form, time_rank=rank,
+        "ode_transformer_nonauto",
+        TinyTask(),
+        **_tiny(),
+        time_weights=form,
+        time_rank=rank,
         time_network="per-weight",
     )
     for side, modules in (("encoder", 8), ("decoder", 13)):
@@ -110,6 +126,7 @@ def test_per_weight_networks_move_only_the_weights_of_their_own_module():
 
 def test_parity_variant_matches_transformer_base_parameter_count():
     import argparse
+
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
     counts = {}
@@ -122,23 +139,36 @@ def test_parity_variant_matches_transformer_base_parameter_count():
     assert abs(ratio - 1) < 0.03, counts
 
 
-@pytest.mark.parametrize("method, arch", [
-    ("euler", "ode_transformer_nonauto_small"), ("heun", "ode_transformer_nonauto_small"),
-    ("euler", "ode_transformer_nonauto_parallel_small"), ("rk4", "ode_transformer_nonauto_parallel_small"),
-])
+@pytest.mark.parametrize(
+    "method, arch",
+    [
+        ("euler", "ode_transformer_nonauto_small"),
+        ("heun", "ode_transformer_nonauto_small"),
+        ("euler", "ode_transformer_nonauto_parallel_small"),
+        ("rk4", "ode_transformer_nonauto_parallel_small"),
+    ],
+)
 def test_incremental_decoding_equals_full_forward(method, arch):
     task = TinyTask()
-    model = _make_time_dependent(build_model(
-        arch, task, **_tiny(), decoder_ode_method=method,
-        encoder_ode_method=method, decoder_ode_steps=3,
-    )).eval()
+    model = _make_time_dependent(
+        build_model(
+            arch,
+            task,
+            **_tiny(),
+            decoder_ode_method=method,
+            encoder_ode_method=method,
+            decoder_ode_steps=3,
+        )
+    ).eval()
     assert incremental_decoding_error(model, task, [6, 3, 8], seed=2) <= 1e-5
 
 
 def test_non_autonomous_rejects_adaptive_solvers_and_bad_sizes():
     with pytest.raises(ValueError, match="non-autonomous stacks use fixed grids"):
         build_model("ode_transformer_nonauto_small", TinyTask(), **_tiny(), encoder_ode_method="dopri5")
-    with pytest.raises(ValueError, match="--time-embed-dim, --time-features, --time-hidden-dim and --time-rank must be positive"):
+    with pytest.raises(
+        ValueError, match="--time-embed-dim, --time-features, --time-hidden-dim and --time-rank must be positive"
+    ):
         build_model("ode_transformer_nonauto_small", TinyTask(), time_embed_dim=0)
 
 
@@ -155,10 +185,19 @@ def _ffn(layer, z):
 
 def test_parallel_non_autonomous_euler_step_is_the_papers_field():
     # x_{n+1} = x_n + h (Attn(LN_a(x_n); θ(τ)) + FFN(LN_m(x_n); θ(τ))), τ = (n+1)/N (Tong et al.)
-    model = _make_time_dependent(build_model(
-        "ode_transformer_nonauto_parallel_small", TinyTask(), **_tiny(), encoder_ode_steps=4,
-        decoder_ode_steps=4,
-    )).eval().double()
+    model = (
+        _make_time_dependent(
+            build_model(
+                "ode_transformer_nonauto_parallel_small",
+                TinyTask(),
+                **_tiny(),
+                encoder_ode_steps=4,
+                decoder_ode_steps=4,
+            )
+        )
+        .eval()
+        .double()
+    )
     x = torch.randn(5, 2, 32, dtype=torch.float64)
     block = model.encoder.layers[0]
     h = block.solver.step_size

@@ -1,5 +1,6 @@
 """RK-sublayer blocks (--ode-scope sublayer): one Runge–Kutta update per sublayer, each with
 F = LN → sublayer → dropout, in encoder and decoder, with exact per-stage decoder caches."""
+
 import pytest
 import torch
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
@@ -80,15 +81,30 @@ def test_euler_sublayer_model_is_the_pre_norm_transformer():
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("arch, overrides", [
-    ("ode_transformer_rk4_encdec", dict()),
-    ("ode_transformer_rk4_encdec", dict(decoder_ode_method="heun", ode_coefficients="learned",
-                                        decoder_ode_steps=2)),
-    ("ode_transformer_rk4_encdec", dict(decoder_ode_method="rk3", ode_coefficients="ema",
-                                        decoder_relative_positions=2)),
-    ("ode_transformer_nonauto_small", dict(decoder_ode_method="heun", encoder_ode_method="heun",
-                                           time_features=8, time_hidden_dim=16, time_embed_dim=4)),
-])
+@pytest.mark.parametrize(
+    "arch, overrides",
+    [
+        ("ode_transformer_rk4_encdec", dict()),
+        (
+            "ode_transformer_rk4_encdec",
+            dict(decoder_ode_method="heun", ode_coefficients="learned", decoder_ode_steps=2),
+        ),
+        (
+            "ode_transformer_rk4_encdec",
+            dict(decoder_ode_method="rk3", ode_coefficients="ema", decoder_relative_positions=2),
+        ),
+        (
+            "ode_transformer_nonauto_small",
+            dict(
+                decoder_ode_method="heun",
+                encoder_ode_method="heun",
+                time_features=8,
+                time_hidden_dim=16,
+                time_embed_dim=4,
+            ),
+        ),
+    ],
+)
 def test_incremental_decoding_equals_full_forward(arch, overrides):
     task = TinyTask()
     model = build_model(arch, task, **SUBLAYER, **overrides).eval()
@@ -112,12 +128,15 @@ def test_each_stage_keeps_one_self_attention_cache_and_cross_attention_is_comput
     assert all(k is cross_keys[0] for k in cross_keys)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (dict(ode_field="parallel-branch"), "--ode-scope sublayer .* --ode-field parallel-branch"),
-    (dict(encoder_ode_method="dopri5"), "adaptive --encoder-ode-method dopri5 has no fixed steps"),
-    (dict(scale_attn=True), "--scale-attn change"),
-    (dict(cross_self_attention=True), "--cross-self-attention change"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(ode_field="parallel-branch"), "--ode-scope sublayer .* --ode-field parallel-branch"),
+        (dict(encoder_ode_method="dopri5"), "adaptive --encoder-ode-method dopri5 has no fixed steps"),
+        (dict(scale_attn=True), "--scale-attn change"),
+        (dict(cross_self_attention=True), "--cross-self-attention change"),
+    ],
+)
 def test_invalid_sublayer_settings_fail_naming_the_option(overrides, message):
     with pytest.raises(ValueError, match=message):
         build_model("ode_transformer_rk4", TinyTask(), **SUBLAYER, **overrides)

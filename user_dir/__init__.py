@@ -1,5 +1,6 @@
 """ode-seq's fairseq plugin: ``--user-dir user_dir`` registers the models, architectures and
 criterions of :mod:`ode_seq.models` and applies :mod:`ode_seq.fairseq_fixes`."""
+
 import os
 import sys
 

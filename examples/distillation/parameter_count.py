@@ -5,6 +5,7 @@
 Interface = embeddings, positions, final norms and output projection (what a teacher hands a
 student); shared tensors are counted once.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -3,6 +3,7 @@ OUT_DIR/step-scores.json for ``python -m ode_seq.cli.analyze --step-scores``.
 
     python examples/distillation/step_count_table.py --out-dir DIR --ref REF --checkpoint CKPT --steps 3 6 12
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,10 @@ from ode_seq.checkpoint_files import load_checkpoint  # noqa: E402
 def trained_setting(checkpoint: str) -> dict:
     """Steps and interval of the checkpoint's stacks (the model options it was trained with)."""
     config = load_checkpoint(checkpoint)["cfg"]["model"]
-    interval = {side: getattr(config, f"{side}_share_group_size", None) or getattr(config, f"{side}_layers")
-                for side in ("encoder", "decoder")}
+    interval = {
+        side: getattr(config, f"{side}_share_group_size", None) or getattr(config, f"{side}_layers")
+        for side in ("encoder", "decoder")
+    }
     steps = {side: getattr(config, f"{side}_ode_steps", None) or interval[side] for side in interval}
     return {"steps": steps, "interval": interval}
 
@@ -51,8 +54,7 @@ def main() -> None:
     lines += ["", f"sacreBLEU signature: {next(iter(rows.values()))['signature']}"]
     print("\n".join(lines))
     with open(os.path.join(args.out_dir, "step-scores.json"), "w", encoding="utf-8") as f:
-        json.dump({"steps": list(rows), "scores": [r["bleu"] for r in rows.values()],
-                   "metric": "sacreBLEU 13a"}, f)
+        json.dump({"steps": list(rows), "scores": [r["bleu"] for r in rows.values()], "metric": "sacreBLEU 13a"}, f)
 
 
 if __name__ == "__main__":

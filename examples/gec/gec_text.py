@@ -7,14 +7,45 @@ no downloaded model) then NLTK's Treebank-style ``word_tokenize`` per sentence, 
 quotes into `````` and ``''``; those are mapped back to ``"`` unless ``treebank_quotes`` is set,
 as in the M2 scorer's documentation example.
 """
+
 from __future__ import annotations
 
 import os
 from typing import Iterable, List, Sequence
 
-ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "no",
-                 "fig", "inc", "ltd", "co", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
-                 "sept", "oct", "nov", "dec", "u.s", "u.k"}
+ABBREVIATIONS = {
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "sr",
+    "jr",
+    "st",
+    "vs",
+    "etc",
+    "e.g",
+    "i.e",
+    "no",
+    "fig",
+    "inc",
+    "ltd",
+    "co",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "u.s",
+    "u.k",
+}
 
 
 def read_lines(path: str) -> List[str]:
@@ -53,8 +84,11 @@ class NltkTokenizer:
     def __call__(self, text: str) -> List[str]:
         from nltk.tokenize import word_tokenize
 
-        tokens = [token for sentence in self._sentences.tokenize(text)
-                  for token in word_tokenize(sentence, preserve_line=True)]
+        tokens = [
+            token
+            for sentence in self._sentences.tokenize(text)
+            for token in word_tokenize(sentence, preserve_line=True)
+        ]
         if self._treebank_quotes:
             return tokens
         return ['"' if token in ("``", "''") else token for token in tokens]

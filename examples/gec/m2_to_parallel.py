@@ -9,6 +9,7 @@ counted. An annotator id that appears nowhere in a file is an error.
 
 writes ``OUT.src`` and ``OUT.tgt`` (each via ``.partial`` and a rename).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,7 @@ from typing import List, Sequence, Tuple
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from gec_text import write_lines  # noqa: E402
+
 from ode_seq.metrics.m2_format import M2FormatError, apply_edits, check_annotator, read_m2  # noqa: E402
 
 
@@ -45,8 +47,11 @@ def main(argv: Sequence[str] = None) -> int:
         for path in args.m2_files:
             file_pairs, skipped = m2_to_pairs(path, args.annotator)
             changed = sum(source != target for source, target in file_pairs)
-            print(f"{path}: {len(file_pairs)} sentences, {changed} corrected by annotator {args.annotator}, "
-                  f"{skipped} overlapping edits skipped", file=sys.stderr)
+            print(
+                f"{path}: {len(file_pairs)} sentences, {changed} corrected by annotator {args.annotator}, "
+                f"{skipped} overlapping edits skipped",
+                file=sys.stderr,
+            )
             pairs += file_pairs
     except (OSError, ValueError, M2FormatError) as error:
         print(f"m2_to_parallel: error: {error}", file=sys.stderr)

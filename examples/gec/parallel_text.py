@@ -11,6 +11,7 @@ shorter, or, with ``--drop-copies``, when source and target are identical.
 
 writes ``OUT.src`` and ``OUT.tgt`` (each via ``.partial`` and a rename) and prints the counts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,9 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 from gec_text import read_lines, tokenize_lines, write_lines
 
 
-def drop_reason(source: str, target: str, min_len: int, max_len: int, max_ratio: float,
-                drop_copies: bool) -> Optional[str]:
+def drop_reason(
+    source: str, target: str, min_len: int, max_len: int, max_ratio: float, drop_copies: bool
+) -> Optional[str]:
     """Why a tokenised pair is filtered out, or None to keep it."""
     lengths = (len(source.split()), len(target.split()))
     if min(lengths) < min_len:
@@ -39,7 +41,7 @@ def drop_reason(source: str, target: str, min_len: int, max_len: int, max_ratio:
 
 def tokenized(lines: List[str], workers: int, chunk: int = 2000) -> List[str]:
     """NLTK-tokenised lines, in order, on ``workers`` processes."""
-    chunks = [lines[i:i + chunk] for i in range(0, len(lines), chunk)]
+    chunks = [lines[i : i + chunk] for i in range(0, len(lines), chunk)]
     if workers <= 1:
         return [line for part in chunks for line in tokenize_lines(part)]
     with Pool(workers) as pool:
@@ -72,20 +74,33 @@ def main(argv: Sequence[str] = None) -> int:
         print(f"parallel_text: error: {error}", file=sys.stderr)
         return 1
     if len(sources) != len(targets):
-        print(f"parallel_text: error: {args.src} has {len(sources)} lines but {args.tgt} has {len(targets)}: "
-              f"the files must be line-aligned", file=sys.stderr)
+        print(
+            f"parallel_text: error: {args.src} has {len(sources)} lines but {args.tgt} has {len(targets)}: "
+            f"the files must be line-aligned",
+            file=sys.stderr,
+        )
         return 1
     if args.tokenize == "nltk":
         sources, targets = tokenized(sources, args.workers), tokenized(targets, args.workers)
     else:
         sources, targets = [" ".join(s.split()) for s in sources], [" ".join(t.split()) for t in targets]
     counts: Counter = Counter()
-    kept = list(filtered(zip(sources, targets), counts, min_len=args.min_len, max_len=args.max_len,
-                         max_ratio=args.max_ratio, drop_copies=args.drop_copies))
+    kept = list(
+        filtered(
+            zip(sources, targets),
+            counts,
+            min_len=args.min_len,
+            max_len=args.max_len,
+            max_ratio=args.max_ratio,
+            drop_copies=args.drop_copies,
+        )
+    )
     write_lines(args.out_prefix + ".src", (source for source, _ in kept))
     write_lines(args.out_prefix + ".tgt", (target for _, target in kept))
-    print(f"{args.src}: {len(sources)} pairs, " + ", ".join(f"{name} {n}" for name, n in sorted(counts.items())),
-          file=sys.stderr)
+    print(
+        f"{args.src}: {len(sources)} pairs, " + ", ".join(f"{name} {n}" for name, n in sorted(counts.items())),
+        file=sys.stderr,
+    )
     return 0
 
 

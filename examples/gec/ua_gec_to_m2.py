@@ -13,6 +13,7 @@ gives the parallel text, as for any other M2 file.
 ``--max-tokens`` keeps sentences whose source and corrections all have at most N tokens;
 ``--max-sentences`` keeps the first N sentences (corpus order) that pass.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from gec_text import write_lines  # noqa: E402
+
 from ode_seq.metrics.m2_align import align_edits  # noqa: E402
 from ode_seq.metrics.m2_format import format_block  # noqa: E402
 
@@ -39,14 +41,16 @@ def corpus_sentences(partition: str, layer: str) -> Iterator[Sentence]:
     documents: "OrderedDict[str, list]" = OrderedDict()
     for document in Corpus(partition=partition, annotation_layer=layer):
         documents.setdefault(document.doc_id, []).append(document)
-    for doc_id, annotations in documents.items():
-        sources = annotations[0].source_sentences_tokenized
+    for doc_id, versions in documents.items():
+        sources = versions[0].source_sentences_tokenized
         corrections = {}
-        for document in annotations:
+        for document in versions:
             targets = document.target_sentences_tokenized
             if len(targets) != len(sources):
-                raise SystemExit(f"ua_gec_to_m2: error: document {doc_id} annotator {document.meta.annotator_id} "
-                                 f"has {len(targets)} sentences for {len(sources)} source sentences")
+                raise SystemExit(
+                    f"ua_gec_to_m2: error: document {doc_id} annotator {document.meta.annotator_id} "
+                    f"has {len(targets)} sentences for {len(sources)} source sentences"
+                )
             corrections[document.meta.annotator_id - 1] = targets
         for index, source in enumerate(sources):
             if source.split():
@@ -61,8 +65,9 @@ def m2_blocks(sentences: Iterator[Sentence], max_sentences: int, max_tokens: int
             return
         if max_tokens and max(len(tokens) for tokens in [source, *corrections.values()]) > max_tokens:
             continue
-        yield format_block(source, {annotator: align_edits(source, target)
-                                    for annotator, target in sorted(corrections.items())})
+        yield format_block(
+            source, {annotator: align_edits(source, target) for annotator, target in sorted(corrections.items())}
+        )
         written += 1
 
 
@@ -70,8 +75,12 @@ def main(argv: Sequence[str] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partition", choices=["train", "test"], required=True)
     parser.add_argument("--out", required=True, help="M2 file to write (via OUT.partial and a rename)")
-    parser.add_argument("--layer", choices=["gec-only", "gec-fluency"], default="gec-only",
-                        help="gec-only: grammar, spelling and punctuation; gec-fluency: also fluency edits")
+    parser.add_argument(
+        "--layer",
+        choices=["gec-only", "gec-fluency"],
+        default="gec-only",
+        help="gec-only: grammar, spelling and punctuation; gec-fluency: also fluency edits",
+    )
     parser.add_argument("--max-sentences", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=0)
     args = parser.parse_args(argv)

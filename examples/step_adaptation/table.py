@@ -8,6 +8,7 @@ eval-test/scores.json (sacreBLEU 13a), eval-test/generate.log (fairseq-generate'
 hypothesis per reference line is required) and, for the fine-tunes, train.log (fairseq's count of
 trained parameters).
 """
+
 from __future__ import annotations
 
 import argparse

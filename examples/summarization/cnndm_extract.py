@@ -28,7 +28,9 @@ from cnndm_text import Example, example_from_record, example_from_story
 SPLITS = ("train", "valid", "test")
 URL_LIST_NAMES = {"train": "all_train.txt", "valid": "all_val.txt", "test": "all_test.txt"}
 TABLE_STEMS = {"train": ("train",), "valid": ("validation", "val", "valid"), "test": ("test",)}
-URL_LISTS_HINT = "get url_lists/ (all_train.txt, all_val.txt, all_test.txt) from https://github.com/abisee/cnn-dailymail"
+URL_LISTS_HINT = (
+    "get url_lists/ (all_train.txt, all_val.txt, all_test.txt) from https://github.com/abisee/cnn-dailymail"
+)
 
 
 class PreparationError(Exception):
@@ -52,7 +54,9 @@ def index_stories(directories: Sequence[str]) -> Dict[str, str]:
     index: Dict[str, str] = {}
     for directory in directories:
         if not os.path.isdir(directory):
-            raise PreparationError(f"stories directory not found: {directory}; pass the unpacked cnn/stories or dailymail/stories")
+            raise PreparationError(
+                f"stories directory not found: {directory}; pass the unpacked cnn/stories or dailymail/stories"
+            )
         for name in os.listdir(directory):
             if name.endswith(".story"):
                 index.setdefault(name, os.path.join(directory, name))
@@ -75,7 +79,8 @@ def story_examples(
     if missing and on_missing == "error":
         raise PreparationError(
             f"{len(missing)} of {len(urls)} {split} stories are missing, e.g. {story_name(missing[0])} "
-            f"for {missing[0]}; pass every stories directory with --stories, or --on-missing skip to count and skip them"
+            f"for {missing[0]}; pass every stories directory with --stories, "
+            "or --on-missing skip to count and skip them"
         )
     for url in urls:
         name = story_name(url)
@@ -90,7 +95,10 @@ def find_table(input_dir: str, split: str) -> str:
     found = [path for path in candidates if os.path.isfile(path)]
     if len(found) != 1:
         problem = "no" if not found else "more than one"
-        raise PreparationError(f"{problem} {split} table in {input_dir}: expected exactly one of {', '.join(map(os.path.basename, candidates))}")
+        raise PreparationError(
+            f"{problem} {split} table in {input_dir}: "
+            f"expected exactly one of {', '.join(map(os.path.basename, candidates))}"
+        )
     return found[0]
 
 
@@ -112,7 +120,9 @@ def read_records(path: str) -> Iterator[Dict[str, str]]:
 def table_examples(path: str, keep_bylines: bool) -> Iterator[Tuple[str, Example]]:
     for number, record in enumerate(read_records(path), 1):
         if "article" not in record or "highlights" not in record:
-            raise PreparationError(f"{path}: record {number} lacks an 'article' or 'highlights' field (has {sorted(record)})")
+            raise PreparationError(
+                f"{path}: record {number} lacks an 'article' or 'highlights' field (has {sorted(record)})"
+            )
         example_id = str(record.get("id") or number)
         yield example_id, example_from_record(record["article"] or "", record["highlights"] or "", keep_bylines)
 
@@ -144,7 +154,8 @@ def extract(args: argparse.Namespace) -> Dict[str, Dict[str, int]]:
         url_lists = {split: read_url_list(os.path.join(args.url_lists, URL_LIST_NAMES[split])) for split in SPLITS}
         stories = index_stories(args.stories)
         sources = {
-            split: story_examples(url_lists[split], stories, args.on_missing, args.keep_bylines, split) for split in SPLITS
+            split: story_examples(url_lists[split], stories, args.on_missing, args.keep_bylines, split)
+            for split in SPLITS
         }
     else:
         sources = {split: table_examples(find_table(args.input_dir, split), args.keep_bylines) for split in SPLITS}

@@ -24,6 +24,7 @@ Reina-Valera 1909 (`spaRV1909eb`, package `sword-text-sparv`), read with `diathe
    the valid split, up to a target number of verses each; the rest is training data.
 5. Write `{train,valid,test}.tsv.gz` (columns ref, en, es; byte-reproducible gzip) and README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,7 @@ ATTACHES_RIGHT = set("“‘([¿¡—-")
 ATTACHES_LEFT = set(",.;:!?”’)]—-")
 JOIN_POINT = "\x00"
 SPANISH_CLITICS = frozenset("me te se lo la le nos os los las les".split())
-CAPS_RUN = re.compile(
-    r"\b[A-ZÁÉÍÓÚÑÜ]{2,}(?: [A-ZÁÉÍÓÚÑÜ]{2,})*(?=[\s,.;:!?¿¡]+[A-ZÁÉÍÓÚÑÜ]?[a-záéíóúñü])")
+CAPS_RUN = re.compile(r"\b[A-ZÁÉÍÓÚÑÜ]{2,}(?: [A-ZÁÉÍÓÚÑÜ]{2,})*(?=[\s,.;:!?¿¡]+[A-ZÁÉÍÓÚÑÜ]?[a-záéíóúñü])")
 WORD = re.compile(r"\w+")
 
 
@@ -92,11 +92,16 @@ def run_diatheke(module: str, diatheke: str) -> str:
         sys.exit(f"error: `{diatheke}` not found; install it with: {INSTALL_HINT}")
     result = subprocess.run(
         [diatheke, "-b", module, "-f", "internal", "-k", VERSE_RANGE],
-        capture_output=True, text=True, encoding="utf-8", check=False,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
     )
     if result.returncode != 0 or ": " not in result.stdout[:200]:
-        sys.exit(f"error: diatheke returned no verses for module {module} "
-                 f"(rc={result.returncode}); install it with: {INSTALL_HINT}")
+        sys.exit(
+            f"error: diatheke returned no verses for module {module} "
+            f"(rc={result.returncode}); install it with: {INSTALL_HINT}"
+        )
     return result.stdout
 
 
@@ -135,7 +140,7 @@ def parse_verses(raw: str) -> dict[Ref, str]:
         ref = (current["book"], int(current["chapter"]), int(current["verse"]))
         if ref in verses:
             raise ValueError(f"verse {format_ref(ref)} appears twice in the diatheke output")
-        body = strip_markup(raw[current.end(): following.start() if following else len(raw)])
+        body = strip_markup(raw[current.end() : following.start() if following else len(raw)])
         prefix = current["prefix"]
         heading = TITLE.search(prefix)
         if heading and prefix != previous_prefix:
@@ -154,14 +159,15 @@ def resolve_join_points(verses: dict[Ref, str], clitics: frozenset[str]) -> dict
     ("God|created" → "God created").
     """
     known = collections.Counter(
-        word.lower() for text in verses.values()
-        for word in re.findall(rf"(?<![\w{JOIN_POINT}])\w+(?![\w{JOIN_POINT}])", text))
+        word.lower()
+        for text in verses.values()
+        for word in re.findall(rf"(?<![\w{JOIN_POINT}])\w+(?![\w{JOIN_POINT}])", text)
+    )
     site = re.compile(rf"(\w+){JOIN_POINT}(?=(\w+))")
 
     def decide(match: re.Match[str]) -> str:
         left, right = match.group(1).lower(), match.group(2).lower()
-        glued = known[left + right] > 0 and (
-            known[left] == 0 or (right in clitics and len(left) > 1))
+        glued = known[left + right] > 0 and (known[left] == 0 or (right in clitics and len(left) > 1))
         return match.group(1) + ("" if glued else " ")
 
     return {ref: site.sub(decide, text) for ref, text in verses.items()}
@@ -206,8 +212,9 @@ class VerseAligner:
         self.lexicon = self._learn_lexicon()
         self.anchors = [[w for w in words if w in self.lexicon] for words in self.english]
         smoothing = check.length_smoothing
-        self.length_log_ratio = [math.log((len(s) + smoothing) / (len(e) + smoothing))
-                                 for e, s in zip(english, spanish)]
+        self.length_log_ratio = [
+            math.log((len(s) + smoothing) / (len(e) + smoothing)) for e, s in zip(english, spanish)
+        ]
 
     def _stems(self, text: str) -> set[str]:
         return {w[: self.check.stem_length] for w in WORD.findall(text.lower())}
@@ -227,8 +234,10 @@ class VerseAligner:
             dice = 2 * together / (en_count[e] + es_count[s])
             if together >= self.check.min_pair_count and dice >= self.check.min_dice:
                 candidates[e].append((dice, s))
-        return {e: {s for _, s in sorted(found, reverse=True)[: self.check.partners_per_word]}
-                for e, found in candidates.items()}
+        return {
+            e: {s for _, s in sorted(found, reverse=True)[: self.check.partners_per_word]}
+            for e, found in candidates.items()
+        }
 
     def _matches(self, i: int, j: int) -> int:
         if not 0 <= j < len(self.spanish):
@@ -253,8 +262,10 @@ class VerseAligner:
                 found.append("shift")
             if own < self.check.min_window_score:
                 found.append("weak")
-            if (len(anchors) >= self.check.min_verse_anchors
-                    and self._matches(i, i) / len(anchors) < self.check.min_verse_score):
+            if (
+                len(anchors) >= self.check.min_verse_anchors
+                and self._matches(i, i) / len(anchors) < self.check.min_verse_score
+            ):
                 found.append("lexical")
             if abs(self.length_log_ratio[i] - median) > max_log_ratio:
                 found.append("length")
@@ -262,8 +273,9 @@ class VerseAligner:
         return result
 
 
-def align(english: dict[Ref, str], spanish: dict[Ref, str],
-          check: AlignmentCheck) -> tuple[list[tuple[Ref, str, str]], collections.Counter[str]]:
+def align(
+    english: dict[Ref, str], spanish: dict[Ref, str], check: AlignmentCheck
+) -> tuple[list[tuple[Ref, str, str]], collections.Counter[str]]:
     """Verse pairs that pass the content check, in canonical order, and counts of dropped verses."""
     dropped: collections.Counter[str] = collections.Counter()
     refs = []
@@ -293,16 +305,16 @@ def align(english: dict[Ref, str], spanish: dict[Ref, str],
     return kept, dropped
 
 
-def split_by_chapter(pairs: list[tuple[Ref, str, str]], valid_verses: int,
-                     test_verses: int) -> dict[str, list[tuple[Ref, str, str]]]:
+def split_by_chapter(
+    pairs: list[tuple[Ref, str, str]], valid_verses: int, test_verses: int
+) -> dict[str, list[tuple[Ref, str, str]]]:
     """Whole chapters, in SHA-256 order of "book chapter", fill test then valid; the rest trains."""
     sizes = collections.Counter(ref[:2] for ref, _, _ in pairs)
     order = sorted(sizes, key=lambda c: hashlib.sha256(f"{c[0]} {c[1]}".encode()).hexdigest())
     chapter_split: dict[tuple[str, int], str] = {}
     filled = {"test": 0, "valid": 0}
     for chapter in order:
-        target = next((s for s, goal in (("test", test_verses), ("valid", valid_verses))
-                       if filled[s] < goal), "train")
+        target = next((s for s, goal in (("test", test_verses), ("valid", valid_verses)) if filled[s] < goal), "train")
         chapter_split[chapter] = target
         if target != "train":
             filled[target] += sizes[chapter]
@@ -321,21 +333,27 @@ def write_tsv_gz(path: Path, pairs: list[tuple[Ref, str, str]]) -> None:
 
 
 def debian_package_versions(packages: Sequence[str] = DEBIAN_PACKAGES) -> str:
-    """"name version" of the installed Debian packages, comma-separated ("unknown" without dpkg)."""
+    """ "name version" of the installed Debian packages, comma-separated ("unknown" without dpkg)."""
     if shutil.which("dpkg-query") is None:
         return "unknown"
-    result = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\n", *packages],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Package} ${Version}\n", *packages], capture_output=True, text=True, check=False
+    )
     return ", ".join(result.stdout.split("\n")[:-1]) or "unknown"
 
 
-def render_readme(splits: dict[str, list[tuple[Ref, str, str]]], dropped: collections.Counter[str],
-                  file_sizes: dict[str, int], total_references: int) -> str:
+def render_readme(
+    splits: dict[str, list[tuple[Ref, str, str]]],
+    dropped: collections.Counter[str],
+    file_sizes: dict[str, int],
+    total_references: int,
+) -> str:
     rows = "\n".join(
         f"| {s} | {len(splits[s])} | {len({r[:2] for r, _, _ in splits[s]})} | "
         f"{sum(len(en.split()) for _, en, _ in splits[s])} | "
         f"{sum(len(es.split()) for _, _, es in splits[s])} | {file_sizes[s] / 1e6:.2f} MB |"
-        for s in SPLITS)
+        for s in SPLITS
+    )
     drops = "\n".join(f"| {reason} | {n} |" for reason, n in sorted(dropped.items()))
     return f"""# Bundled English–Spanish Bible corpus
 
@@ -379,8 +397,9 @@ The build is deterministic: the same packages give byte-identical files.
 """
 
 
-def build(out_dir: Path, english_module: str, spanish_module: str, diatheke: str,
-          valid_verses: int, test_verses: int) -> dict[str, list[tuple[Ref, str, str]]]:
+def build(
+    out_dir: Path, english_module: str, spanish_module: str, diatheke: str, valid_verses: int, test_verses: int
+) -> dict[str, list[tuple[Ref, str, str]]]:
     """Run the whole pipeline and write the corpus to out_dir atomically (temp dir, then rename)."""
     english = resolve_join_points(parse_verses(run_diatheke(english_module, diatheke)), frozenset())
     spanish = resolve_join_points(parse_verses(run_diatheke(spanish_module, diatheke)), SPANISH_CLITICS)
@@ -395,8 +414,7 @@ def build(out_dir: Path, english_module: str, spanish_module: str, diatheke: str
             path = Path(tmp) / f"{split}.tsv.gz"
             write_tsv_gz(path, splits[split])
             sizes[split] = path.stat().st_size
-        (Path(tmp) / "README.md").write_text(
-            render_readme(splits, dropped, sizes, len(spanish)), encoding="utf-8")
+        (Path(tmp) / "README.md").write_text(render_readme(splits, dropped, sizes, len(spanish)), encoding="utf-8")
         for name in [f"{s}.tsv.gz" for s in SPLITS] + ["README.md"]:
             os.replace(Path(tmp) / name, out_dir / name)
     return splits
@@ -411,8 +429,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--valid-verses", type=int, default=1000)
     parser.add_argument("--test-verses", type=int, default=1000)
     args = parser.parse_args(argv)
-    splits = build(args.out_dir, args.english_module, args.spanish_module, args.diatheke,
-                   args.valid_verses, args.test_verses)
+    splits = build(
+        args.out_dir, args.english_module, args.spanish_module, args.diatheke, args.valid_verses, args.test_verses
+    )
     print(" ".join(f"{s}={len(splits[s])}" for s in SPLITS), "->", args.out_dir)
 
 

@@ -8,6 +8,7 @@ user and system seconds of the whole run, written by /usr/bin/time), the sacreBL
 demo.out, and the number of updates and fairseq's training time in the training log. A setting without time.txt has not
 finished and gets a row that says so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,17 +50,25 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("settings", nargs="+")
     args = parser.parse_args(argv)
-    print(f"Whole runs of run_bible_demo.sh, {args.threads} thread(s) each "
-          "(CPU minutes: user + system of every process of the run).\n")
-    print("| setting | run_bible_demo.sh options | updates | updates/s | test sacreBLEU 13a | CPU minutes | wall minutes |")
+    print(
+        f"Whole runs of run_bible_demo.sh, {args.threads} thread(s) each "
+        "(CPU minutes: user + system of every process of the run).\n"
+    )
+    print(
+        "| setting | run_bible_demo.sh options | updates | updates/s | test sacreBLEU 13a "
+        "| CPU minutes | wall minutes |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in args.settings:
         r = row(args.work_dir / name)
         if r is None:
             print(f"| {name} | not finished: run demo_sweep.sh --settings {name} | | | | | |")
             continue
-        print(f"| {name} | `{r['options']}` | {r['updates']} | {r['updates_per_second']} | {r['bleu']} | {r['cpu_minutes']} "
-              f"| {r['wall_minutes']} |")
+        print(
+            f"| {name} | `{r['options']}` | {r['updates']} | {r['updates_per_second']} | {r['bleu']} "
+            f"| {r['cpu_minutes']} "
+            f"| {r['wall_minutes']} |"
+        )
     return 0
 
 

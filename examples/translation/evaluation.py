@@ -4,6 +4,7 @@ An evaluation directory holds scores.json (sacreBLEU), generate.log (fairseq-gen
 "Translated N sentences (T tokens) in Xs": decoding time without model loading) and
 generate-test.txt (one H- line per translated sentence).
 """
+
 from __future__ import annotations
 
 import json

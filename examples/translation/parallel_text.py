@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Checks and filters for parallel text files, used by the prepare scripts.
 
-    parallel_text.py check PREFIX SRC TGT [--allow-empty]
-        PREFIX.SRC and PREFIX.TGT exist, are UTF-8 and have the same number of lines; unless
-        --allow-empty, no line is empty. Exit 1 with a message naming file, line and fix.
-    parallel_text.py clean IN_PREFIX OUT_PREFIX SRC TGT [--min-len 1] [--max-len 250] [--ratio 1.5]
-        Keep the pairs whose token counts n_s, n_t satisfy min ≤ n ≤ max on both sides and
-        max(n_s, n_t) ≤ ratio · min(n_s, n_t) (Moses clean-corpus-n.perl); writes OUT_PREFIX.*
-        atomically and prints how many pairs were kept.
-    parallel_text.py sgm FILE
-        Print the segments of a WMT SGML file, one per line, exactly as sacreBLEU extracts its
-        references: the text of each `<seg …>` line, whitespace collapsed.
+parallel_text.py check PREFIX SRC TGT [--allow-empty]
+    PREFIX.SRC and PREFIX.TGT exist, are UTF-8 and have the same number of lines; unless
+    --allow-empty, no line is empty. Exit 1 with a message naming file, line and fix.
+parallel_text.py clean IN_PREFIX OUT_PREFIX SRC TGT [--min-len 1] [--max-len 250] [--ratio 1.5]
+    Keep the pairs whose token counts n_s, n_t satisfy min ≤ n ≤ max on both sides and
+    max(n_s, n_t) ≤ ratio · min(n_s, n_t) (Moses clean-corpus-n.perl); writes OUT_PREFIX.*
+    atomically and prints how many pairs were kept.
+parallel_text.py sgm FILE
+    Print the segments of a WMT SGML file, one per line, exactly as sacreBLEU extracts its
+    references: the text of each `<seg …>` line, whitespace collapsed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ def _decoded(path: Path, number: int, raw: bytes) -> str:
     try:
         return raw.decode("utf-8").rstrip("\n")
     except UnicodeDecodeError as err:
-        raise ParallelTextError(f"{path} line {number}: byte {raw[err.start]:#04x} is not UTF-8; "
-                                "convert the file, e.g. iconv -f LATIN1 -t UTF-8") from None
+        raise ParallelTextError(
+            f"{path} line {number}: byte {raw[err.start]:#04x} is not UTF-8; "
+            "convert the file, e.g. iconv -f LATIN1 -t UTF-8"
+        ) from None
 
 
 def read_lines(path: Path) -> Iterator[str]:
@@ -55,13 +58,13 @@ def read_pairs(prefix: str, src: str, tgt: str, allow_empty: bool) -> Iterator[t
     for count, pair in enumerate(itertools.zip_longest(*streams), 1):
         if None in pair:
             longer, shorter = (paths[0], paths[1]) if pair[1] is None else (paths[1], paths[0])
-            raise ParallelTextError(f"{shorter} ends at line {count - 1} but {longer} goes on; "
-                                    "the files must have the same number of lines")
+            raise ParallelTextError(
+                f"{shorter} ends at line {count - 1} but {longer} goes on; the files must have the same number of lines"
+            )
         if not allow_empty:
             for path, line in zip(paths, pair):
                 if not line.strip():
-                    raise ParallelTextError(f"{path} line {count} is empty; remove the pair "
-                                            "from both files")
+                    raise ParallelTextError(f"{path} line {count} is empty; remove the pair from both files")
         yield pair
     if count == 0:
         raise ParallelTextError(f"{paths[0]} and {paths[1]} are empty")
@@ -82,8 +85,9 @@ def _temporary_beside(path: Path) -> Path:
     return Path(name)
 
 
-def clean(in_prefix: str, out_prefix: str, src: str, tgt: str, min_len: int, max_len: int,
-          ratio: float) -> tuple[int, int]:
+def clean(
+    in_prefix: str, out_prefix: str, src: str, tgt: str, min_len: int, max_len: int, ratio: float
+) -> tuple[int, int]:
     """Filter a parallel corpus (empty lines are allowed and removed); returns (kept, total).
 
     Both outputs are written to temporary files and renamed only when every input line was read,
@@ -94,8 +98,10 @@ def clean(in_prefix: str, out_prefix: str, src: str, tgt: str, min_len: int, max
     temporaries = [_temporary_beside(p) for p in outputs]
     kept = total = 0
     try:
-        with open(temporaries[0], "w", encoding="utf-8") as out_src, \
-                open(temporaries[1], "w", encoding="utf-8") as out_tgt:
+        with (
+            open(temporaries[0], "w", encoding="utf-8") as out_src,
+            open(temporaries[1], "w", encoding="utf-8") as out_tgt,
+        ):
             for total, (source, target) in enumerate(read_pairs(in_prefix, src, tgt, True), 1):
                 if keep_pair(source, target, min_len, max_len, ratio):
                     out_src.write(source + "\n")
@@ -140,10 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             count = sum(1 for _ in read_pairs(args.prefix, args.src, args.tgt, args.allow_empty))
             print(f"{args.prefix}.{{{args.src},{args.tgt}}}: {count} line pairs")
         elif args.command == "clean":
-            kept, total = clean(args.in_prefix, args.out_prefix, args.src, args.tgt,
-                                args.min_len, args.max_len, args.ratio)
-            print(f"kept {kept} of {total} pairs ({args.min_len}..{args.max_len} tokens, "
-                  f"ratio ≤ {args.ratio})")
+            kept, total = clean(
+                args.in_prefix, args.out_prefix, args.src, args.tgt, args.min_len, args.max_len, args.ratio
+            )
+            print(f"kept {kept} of {total} pairs ({args.min_len}..{args.max_len} tokens, ratio ≤ {args.ratio})")
         else:
             segments = list(sgm_segments(args.file))
             if not segments:

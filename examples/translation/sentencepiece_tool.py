@@ -9,6 +9,7 @@ one joined dictionary covers both sides); the vocabulary size is a soft limit so
 slices still train. `encode` writes space-separated pieces; fairseq's `--remove-bpe sentencepiece`
 undoes it. `train` writes to a temporary name and renames on success; `encode` streams to stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,10 +31,17 @@ def train(model_prefix: Path, vocab_size: int, inputs: Sequence[Path], threads: 
     with tempfile.TemporaryDirectory(dir=model_prefix.parent) as tmp:
         tmp_prefix = Path(tmp) / model_prefix.name
         spm.SentencePieceTrainer.train(
-            input=",".join(map(str, inputs)), model_prefix=str(tmp_prefix), vocab_size=vocab_size,
-            model_type="unigram", character_coverage=1.0, hard_vocab_limit=False,
-            num_threads=threads, input_sentence_size=2_000_000, shuffle_input_sentence=True,
-            minloglevel=1)
+            input=",".join(map(str, inputs)),
+            model_prefix=str(tmp_prefix),
+            vocab_size=vocab_size,
+            model_type="unigram",
+            character_coverage=1.0,
+            hard_vocab_limit=False,
+            num_threads=threads,
+            input_sentence_size=2_000_000,
+            shuffle_input_sentence=True,
+            minloglevel=1,
+        )
         for suffix in (".vocab", ".model"):
             os.replace(f"{tmp_prefix}{suffix}", f"{model_prefix}{suffix}")
 

@@ -8,6 +8,7 @@ The sentences shown are spread evenly over those whose source has between ``--mi
 ``--max-words`` words, so the same test set always shows the same sentences. Hypotheses are the
 ``H-`` lines of fairseq-generate (subwords removed, Moses tokens kept), detokenised for reading.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -8,6 +8,7 @@ validation NLL (bits per target token, before averaging).
 A run is RUNS_DIR/CONFIG/seedS with fairseq-train's train.log and eval-test/scores.json and
 generate-test.txt; --ref holds the test references.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,10 @@ TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")
 LAST_UPDATE = re.compile(r"num_updates[ =](\d+)")
 ENCODER_LAYERS = re.compile(r"\bencoder_layers=(\d+)")
 ENCODER_METHOD = re.compile(r"\bencoder_ode_method='(\w+)'")
-VALID_NLL = re.compile(r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss ([\d.]+) \|.*?"
-                       r"\| num_updates (\d+)")
+VALID_NLL = re.compile(
+    r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss ([\d.]+) \|.*?"
+    r"\| num_updates (\d+)"
+)
 CURVE_SPACING = 200
 BASELINE = "residual_6_6"
 DESCRIPTION = {
@@ -53,6 +56,7 @@ class Run:
     @property
     def final_valid_nll(self) -> float:
         return self.valid_nll[max(self.valid_nll)]
+
     bleu_13a: float
     bleu_tokenised: float
     signature: str
@@ -70,9 +74,11 @@ def read_run(run_dir: Path) -> Optional[Run]:
     layers, method = ENCODER_LAYERS.search(log), ENCODER_METHOD.search(log)
     valid_nll = VALID_NLL.findall(log)
     if params is None or not seconds or not updates or layers is None or method is None or not valid_nll:
-        raise ValueError(f"{run_dir}/train.log lacks the model configuration, the parameter count, the "
-                         "final update, the validation loss or the 'done training' line: the run did not finish; delete "
-                         "its eval-test and rerun")
+        raise ValueError(
+            f"{run_dir}/train.log lacks the model configuration, the parameter count, the "
+            "final update, the validation loss or the 'done training' line: the run did not finish; delete "
+            "its eval-test and rerun"
+        )
     scores = json.loads(scores_file.read_text(encoding="utf-8"))
     return Run(
         directory=run_dir,
@@ -99,10 +105,12 @@ def finished_runs(runs_dir: Path, config: str) -> List[Run]:
     return sorted((run for run in runs if run), key=lambda run: run.seed)
 
 
-def paired_p_values(by_config: Dict[str, List[Run]], baseline: str, references: List[str],
-                    lang: str) -> Dict[str, Dict[int, float]]:
+def paired_p_values(
+    by_config: Dict[str, List[Run]], baseline: str, references: List[str], lang: str
+) -> Dict[str, Dict[int, float]]:
     """Per configuration and seed, the paired-bootstrap p-value of its sacreBLEU 13a against the
     baseline's run of the same seed (every test sentence must have a hypothesis)."""
+
     def hypotheses(run: Run) -> List[str]:
         return read_fairseq_hypotheses(run.directory / "eval-test" / "generate-test.txt", len(references))
 
@@ -111,8 +119,9 @@ def paired_p_values(by_config: Dict[str, List[Run]], baseline: str, references: 
     for config, runs in by_config.items():
         for run in runs:
             if config != baseline and run.seed in base:
-                report, _ = paired_test(hypotheses(run), base[run.seed], references, lang,
-                                        hypotheses_tokenised=True, tokenizers=("13a",))
+                report, _ = paired_test(
+                    hypotheses(run), base[run.seed], references, lang, hypotheses_tokenised=True, tokenizers=("13a",)
+                )
                 p_values.setdefault(config, {})[run.seed] = report.comparisons[0].p_value
     return p_values
 
@@ -130,29 +139,46 @@ def paired_differences(by_config: Dict[str, List[Run]], baseline: str) -> List[s
     for config, runs in by_config.items():
         deltas = [run.bleu_13a - base[run.seed] for run in runs if run.seed in base]
         if config != baseline and deltas:
-            lines.append(f"| {DESCRIPTION[config]} | {mean_sd(deltas)} | "
-                         + ", ".join(f"{d:+.2f}" for d in deltas) + " |")
+            lines.append(
+                f"| {DESCRIPTION[config]} | {mean_sd(deltas)} | " + ", ".join(f"{d:+.2f}" for d in deltas) + " |"
+            )
     if not lines:
         return []
-    return ["", f"sacreBLEU 13a minus {DESCRIPTION[baseline]} of the same seed:", "",
-            "| configuration | Δ BLEU, mean ± sd | per seed |", "|---|---|---|", *lines]
+    return [
+        "",
+        f"sacreBLEU 13a minus {DESCRIPTION[baseline]} of the same seed:",
+        "",
+        "| configuration | Δ BLEU, mean ± sd | per seed |",
+        "|---|---|---|",
+        *lines,
+    ]
 
 
 def learning_curves(by_config: Dict[str, List[Run]]) -> List[str]:
     """Validation NLL every CURVE_SPACING updates, mean over the seeds that reached it."""
-    updates = sorted({u for runs in by_config.values() for run in runs for u in run.valid_nll
-                      if u % CURVE_SPACING == 0})
+    updates = sorted(
+        {u for runs in by_config.values() for run in runs for u in run.valid_nll if u % CURVE_SPACING == 0}
+    )
     if not updates:
         return []
-    lines = ["", "Validation NLL (bits/token) along training, mean over seeds:", "",
-             "| configuration | " + " | ".join(f"{u} updates" for u in updates) + " |",
-             "|---|" + "---|" * len(updates)]
+    lines = [
+        "",
+        "Validation NLL (bits/token) along training, mean over seeds:",
+        "",
+        "| configuration | " + " | ".join(f"{u} updates" for u in updates) + " |",
+        "|---|" + "---|" * len(updates),
+    ]
     for config, runs in by_config.items():
         if runs:
-            cells = [statistics.mean(run.valid_nll[u] for run in runs if u in run.valid_nll)
-                     if any(u in run.valid_nll for run in runs) else None for u in updates]
-            lines.append(f"| {DESCRIPTION[config]} | "
-                         + " | ".join("" if c is None else f"{c:.3f}" for c in cells) + " |")
+            cells = [
+                statistics.mean(run.valid_nll[u] for run in runs if u in run.valid_nll)
+                if any(u in run.valid_nll for run in runs)
+                else None
+                for u in updates
+            ]
+            lines.append(
+                f"| {DESCRIPTION[config]} | " + " | ".join("" if c is None else f"{c:.3f}" for c in cells) + " |"
+            )
     return lines
 
 
@@ -180,7 +206,8 @@ def table(runs_dir: Path, configs: Sequence[str], recipe: str, references: List[
             f"| {mean_sd([run.bleu_13a for run in runs])} | {p_value_cell(config, p_values)} | {per_seed} "
             f"| {mean_sd([run.bleu_tokenised for run in runs])} "
             f"| {mean_sd([run.final_valid_nll for run in runs], digits=3)} "
-            f"| {statistics.mean(run.training_minutes for run in runs):.1f} |")
+            f"| {statistics.mean(run.training_minutes for run in runs):.1f} |"
+        )
     lines += paired_differences(by_config, BASELINE)
     lines += learning_curves(by_config)
     signatures = sorted({run.signature for runs in by_config.values() for run in runs})

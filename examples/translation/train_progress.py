@@ -11,6 +11,7 @@ reference machine) the first progress line states it, and a clear warning appear
 clock after the first logged interval (which includes start-up). When the input ends without
 fairseq's "done training", the last lines of the log are shown, since they hold the error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -115,7 +116,8 @@ def follow(lines: TextIO, log: TextIO, out: TextIO, progress: Progress) -> bool:
                 f"validation after {values.get('num_updates', 0):.0f} updates: "
                 f"loss {values.get('loss', float('nan')):.2f}, "
                 f"perplexity {values.get('ppl', float('nan')):.1f}",
-                file=out, flush=True,
+                file=out,
+                flush=True,
             )
         elif "done training in" in line:
             finished = True

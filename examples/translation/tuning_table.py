@@ -8,6 +8,7 @@ validation NLL is chosen (the first listed on a tie).
     tuning_table.py --grid-dir DIR --seed S --best CONFIG --settings LR/WARMUP ...
         prints the chosen setting of CONFIG as "LR WARMUP"
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,10 @@ def valid_nll(grid_dir: Path, config: str, setting: Setting, seed: int) -> Dict[
     run_dir = grid_dir / config / f"lr{setting.lr}-warmup{setting.warmup}" / f"seed{seed}"
     if not (run_dir / "train.done").is_file():
         raise ValueError(f"{run_dir} has not finished training; rerun quality_study.sh --tune to resume")
-    curve = {int(update): float(nll)
-             for nll, update in VALID_NLL.findall((run_dir / "train.log").read_text(encoding="utf-8"))}
+    curve = {
+        int(update): float(nll)
+        for nll, update in VALID_NLL.findall((run_dir / "train.log").read_text(encoding="utf-8"))
+    }
     if not curve:
         raise ValueError(f"{run_dir}/train.log has no validation line")
     return curve
@@ -50,14 +53,23 @@ def best(curves: Dict[Setting, Dict[int, float]]) -> Setting:
 
 
 def table(grid_dir: Path, seed: int, settings: Dict[str, List[Setting]]) -> str:
-    curves = {config: {s: valid_nll(grid_dir, config, s, seed) for s in tried}
-              for config, tried in settings.items()}
-    updates = sorted({u for by_setting in curves.values() for curve in by_setting.values()
-                      for u in curve if u % CURVE_SPACING == 0 or u == max(curve)})
-    lines = [f"Tuning runs (seed {seed}, training only): validation NLL in bits/token along training; "
-             "the setting of lowest NLL at the last update (bold) is each configuration's choice.", "",
-             "| configuration | peak lr | warmup | " + " | ".join(f"{u} updates" for u in updates) + " |",
-             "|---|---|---|" + "---|" * len(updates)]
+    curves = {config: {s: valid_nll(grid_dir, config, s, seed) for s in tried} for config, tried in settings.items()}
+    updates = sorted(
+        {
+            u
+            for by_setting in curves.values()
+            for curve in by_setting.values()
+            for u in curve
+            if u % CURVE_SPACING == 0 or u == max(curve)
+        }
+    )
+    lines = [
+        f"Tuning runs (seed {seed}, training only): validation NLL in bits/token along training; "
+        "the setting of lowest NLL at the last update (bold) is each configuration's choice.",
+        "",
+        "| configuration | peak lr | warmup | " + " | ".join(f"{u} updates" for u in updates) + " |",
+        "|---|---|---|" + "---|" * len(updates),
+    ]
     notes = []
     for config, by_setting in curves.items():
         chosen = best(by_setting)
@@ -67,13 +79,16 @@ def table(grid_dir: Path, seed: int, settings: Dict[str, List[Setting]]) -> str:
                 cells = [f"**{cell}**" if cell else cell for cell in cells]
             lines.append(f"| {DESCRIPTION[config]} | {setting.lr} | {setting.warmup} | " + " | ".join(cells) + " |")
         for name, value, tried in (
-                ("peak lr", chosen.lr, [s.lr for s in by_setting if s.warmup == chosen.warmup]),
-                ("warmup", chosen.warmup, [s.warmup for s in by_setting if s.lr == chosen.lr])):
+            ("peak lr", chosen.lr, [s.lr for s in by_setting if s.warmup == chosen.warmup]),
+            ("warmup", chosen.warmup, [s.warmup for s in by_setting if s.lr == chosen.lr]),
+        ):
             numbers = sorted({float(v) for v in tried})
             if len(numbers) > 2 and float(value) in (numbers[0], numbers[-1]):
-                notes.append(f"{DESCRIPTION[config]}: the chosen {name} {value} is the "
-                             f"{'smallest' if float(value) == numbers[0] else 'largest'} tried at this "
-                             f"{'warmup' if name == 'peak lr' else 'peak lr'}.")
+                notes.append(
+                    f"{DESCRIPTION[config]}: the chosen {name} {value} is the "
+                    f"{'smallest' if float(value) == numbers[0] else 'largest'} tried at this "
+                    f"{'warmup' if name == 'peak lr' else 'peak lr'}."
+                )
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
@@ -81,8 +96,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--grid-dir", type=Path, required=True)
     parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--config", nargs="+", action="append", default=[], metavar=("CONFIG", "LR/WARMUP"),
-                        help="a configuration and the settings tried for it")
+    parser.add_argument(
+        "--config",
+        nargs="+",
+        action="append",
+        default=[],
+        metavar=("CONFIG", "LR/WARMUP"),
+        help="a configuration and the settings tried for it",
+    )
     parser.add_argument("--best", choices=sorted(DESCRIPTION), help="print this configuration's chosen setting")
     parser.add_argument("--settings", nargs="+", type=Setting.parse, default=[], metavar="LR/WARMUP")
     args = parser.parse_args(argv)
@@ -98,8 +119,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         settings = {}
         for config, *tried in args.config:
             if config not in DESCRIPTION or not tried:
-                parser.error(f"--config needs one of {', '.join(sorted(DESCRIPTION))} and its settings, "
-                             f"got {' '.join([config, *tried])}")
+                parser.error(
+                    f"--config needs one of {', '.join(sorted(DESCRIPTION))} and its settings, "
+                    f"got {' '.join([config, *tried])}"
+                )
             settings[config] = [Setting.parse(text) for text in tried]
         sys.stdout.write(table(args.grid_dir, args.seed, settings))
     except (ValueError, argparse.ArgumentTypeError) as error:

@@ -4,6 +4,7 @@ The plugin directory is imported first (``--user-dir`` semantics), which registe
 and allow-lists the types fairseq pickles (:mod:`ode_seq.checkpoint_files`); fairseq then
 loads the checkpoint with torch's ``weights_only`` unpickler, so no pickled code can run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,6 +63,7 @@ def unknown_count(task, ids: Tensor, side: str) -> int:
 
 def token_namer(task):
     """token_string(index, side) for the source or target dictionary."""
+
     def name(index: int, side: str) -> str:
         dictionary = task.source_dictionary if side == "source" else task.target_dictionary
         return dictionary[index]

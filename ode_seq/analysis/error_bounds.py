@@ -26,6 +26,7 @@ relative to ‖y_ref‖; a
 time-dependent residual-branch block keeps its inner-stream step s, so both solves integrate
 the same field).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,7 +54,9 @@ def euler_error_bound(lipschitz: float, interval: float, step_size: float, secon
     return growth / 2 * step_size * second_derivative
 
 
-def trajectory_estimates(states: Sequence[Tensor], slopes: Sequence[Tensor], step_size: float, keep: Tensor) -> Dict[str, Tensor]:
+def trajectory_estimates(
+    states: Sequence[Tensor], slopes: Sequence[Tensor], step_size: float, keep: Tensor
+) -> Dict[str, Tensor]:
     """Per sentence (B,): sup‖y''‖ and the Lipschitz quotient from Euler states y_0 … y_{N−1}
     and their slopes k_n = f(y_n), each (T, B, d); ``keep`` (T, B) marks non-padding tokens."""
     mask = keep.unsqueeze(-1).to(states[0].dtype)
@@ -90,12 +93,16 @@ def weight_lipschitz(block: ODEBlock) -> Optional[float]:
     norms = [block.self_attn_layer_norm, block.final_layer_norm]
     if not all(isinstance(n, CenterNorm) for n in norms):
         return None
-    attention = _norm_lipschitz(block.self_attn_layer_norm) * _spectral(block.self_attn.v_proj) * _spectral(
-        block.self_attn.out_proj
+    attention = (
+        _norm_lipschitz(block.self_attn_layer_norm)
+        * _spectral(block.self_attn.v_proj)
+        * _spectral(block.self_attn.out_proj)
     )
     ffn = (
-        _norm_lipschitz(block.final_layer_norm) * _spectral(block.fc1)
-        * activation_lipschitz(block.activation_fn) * _spectral(block.fc2)
+        _norm_lipschitz(block.final_layer_norm)
+        * _spectral(block.fc1)
+        * activation_lipschitz(block.activation_fn)
+        * _spectral(block.fc2)
     )
     sublayers = [attention] + ([0.0] if getattr(block, "encoder_attn", None) is not None else []) + [ffn]
     if block.field_form == "parallel-branch":
@@ -143,8 +150,10 @@ def block_error_bounds(call: BlockCall, keep: Tensor, refine: int = REFINE) -> D
     if not isinstance(block, ODEBlock) or not isinstance(solver, FixedGridSolver):
         return {"skipped": "not a fixed-grid Runge-Kutta block"}
     if solver.tableau.name != "euler" or solver.steps < 2:
-        return {"skipped": f"the bound is forward Euler's with at least 2 steps; this block uses "
-                           f"{solver.method} with {solver.steps} step(s)"}
+        return {
+            "skipped": f"the bound is forward Euler's with at least 2 steps; this block uses "
+            f"{solver.method} with {solver.steps} step(s)"
+        }
     observer = _EulerSteps()
     handle = block.register_observer(observer)
     with torch.no_grad():
@@ -162,10 +171,12 @@ def block_error_bounds(call: BlockCall, keep: Tensor, refine: int = REFINE) -> D
     mask = keep.unsqueeze(-1).to(reference.dtype)
     measured = ((observer.end - reference) * mask).pow(2).sum(dim=(0, 2)).sqrt()
     scale = (reference * mask).pow(2).sum(dim=(0, 2)).sqrt()
-    bounds = torch.tensor([
-        euler_error_bound(float(lip), interval, h, float(m))
-        for lip, m in zip(estimates["lipschitz"], estimates["second_derivative"])
-    ])
+    bounds = torch.tensor(
+        [
+            euler_error_bound(float(lip), interval, h, float(m))
+            for lip, m in zip(estimates["lipschitz"], estimates["second_derivative"])
+        ]
+    )
     from_weights = weight_lipschitz(block)
     result: Dict[str, object] = {
         "method": solver.method,
@@ -182,9 +193,11 @@ def block_error_bounds(call: BlockCall, keep: Tensor, refine: int = REFINE) -> D
         "lipschitz_weights": from_weights,
     }
     if from_weights is not None:
-        result["bound_weights"] = _moments(torch.tensor([
-            euler_error_bound(from_weights, interval, h, float(m)) for m in estimates["second_derivative"]
-        ]))
+        result["bound_weights"] = _moments(
+            torch.tensor(
+                [euler_error_bound(from_weights, interval, h, float(m)) for m in estimates["second_derivative"]]
+            )
+        )
     else:
         result["lipschitz_weights_skipped"] = (
             "LayerNorm divides by the standard deviation, so the field has no global Lipschitz "

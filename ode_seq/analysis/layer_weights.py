@@ -7,6 +7,7 @@ time: a plain layer is one unit, a Runge–Kutta block covers its solver's inter
 reported at the start of its interval; a time-dependent block has the weights θ(t) of every
 time t at which its solver evaluates them (Euler: the right end of each step).
 """
+
 from __future__ import annotations
 
 from typing import Callable, List, Mapping, Optional
@@ -25,9 +26,7 @@ from .spectra import AttentionWeights, FeedForwardWeights, LayerWeights
 LAYER_TYPES = (TransformerEncoderLayerBase, TransformerDecoderLayerBase)
 
 
-def attention_weights(
-    attn: MultiheadAttention, weight: Optional[Callable[[str], Tensor]] = None
-) -> AttentionWeights:
+def attention_weights(attn: MultiheadAttention, weight: Optional[Callable[[str], Tensor]] = None) -> AttentionWeights:
     """W_Q, W_K, W_V, W_O (in × out) and logit scaling 1/√d_h of a fairseq attention module;
     ``weight(name)`` gives projection ``name``'s weight if not the module's own."""
     weight = weight or (lambda name: getattr(attn, name).weight)
@@ -46,9 +45,7 @@ def stack_layers(stack: nn.Module) -> List[nn.Module]:
     return [m for m in stack.modules() if isinstance(m, LAYER_TYPES)]
 
 
-def layer_weights(
-    layer: nn.Module, depth: float, parameters: Optional[Mapping[str, Tensor]] = None
-) -> LayerWeights:
+def layer_weights(layer: nn.Module, depth: float, parameters: Optional[Mapping[str, Tensor]] = None) -> LayerWeights:
     """The matrices of one fairseq encoder or decoder layer; ``parameters`` (name → tensor, e.g.
     θ(t) of a time-dependent layer) replace the layer's own."""
 
@@ -79,9 +76,7 @@ def stack_weights(stack: nn.Module) -> List[LayerWeights]:
     for layer in stack_layers(stack):
         solver = getattr(layer, "solver", None)
         if isinstance(layer, TimeDependentLayer):
-            times = sorted({
-                solver.stage_time(n, i) for n in range(solver.steps) for i in range(solver.tableau.stages)
-            })
+            times = sorted({solver.stage_time(n, i) for n in range(solver.steps) for i in range(solver.tableau.stages)})
             for t in times:
                 weights.append(layer_weights(layer, clock + t, layer.weights_at(t / solver.interval)))
         else:

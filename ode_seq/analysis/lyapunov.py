@@ -23,6 +23,7 @@ are O(dt) for k ≠ j, so their exponents go like log(dt)/dt and diverge under r
 why that definition was dropped. A direction a map annihilates contributes log of the smallest
 positive float64 instead of −∞.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,9 +41,7 @@ class QRAccumulator:
 
     def __init__(self, batch: int, dim: int, num_exponents: int) -> None:
         if not 1 <= num_exponents <= dim:
-            raise ValueError(
-                f"num_exponents must be in 1..{dim} (the state size), got {num_exponents}"
-            )
+            raise ValueError(f"num_exponents must be in 1..{dim} (the state size), got {num_exponents}")
         self.q = torch.eye(dim, num_exponents, dtype=torch.float64).repeat(batch, 1, 1)
         self.log_growth = torch.zeros(batch, num_exponents, dtype=torch.float64)
 
@@ -53,9 +52,7 @@ class QRAccumulator:
         self.log_growth += torch.diagonal(r, dim1=-2, dim2=-1).abs().clamp_min(_TINY).log()
 
 
-def lyapunov_exponents(
-    jacobians: Iterable[Tensor], dt: float, num_exponents: Optional[int] = None
-) -> np.ndarray:
+def lyapunov_exponents(jacobians: Iterable[Tensor], dt: float, num_exponents: Optional[int] = None) -> np.ndarray:
     """The m finite-time exponents of one trajectory given its tangent maps J_l (d × d)."""
     accumulator: Optional[QRAccumulator] = None
     steps = 0

@@ -3,6 +3,7 @@
 Each figure has a title, labelled axes and (where colours encode something) a legend or a
 colour bar. The Agg backend is selected, so no display is needed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -59,8 +60,7 @@ def plot_trajectory_norms(stats: Mapping[str, Sequence[Mapping]], path: str) -> 
         means_a, stds_a = np.array(means), np.array(stds)
         row[0].plot(times, means_a, "o-", color="black", ms=3, label="mean over tokens")
         row[0].fill_between(times, means_a - stds_a, means_a + stds_a, alpha=0.25, label="± std")
-        row[0].set(title=f"{stack}: state norm along depth", xlabel="depth t (stage times)",
-                   ylabel="‖state‖ per token")
+        row[0].set(title=f"{stack}: state norm along depth", xlabel="depth t (stage times)", ylabel="‖state‖ per token")
         row[0].legend(fontsize=8)
         for i in range(max(b["stages"] for b in blocks)):
             xs, ys = [], []
@@ -70,8 +70,11 @@ def plot_trajectory_norms(stats: Mapping[str, Sequence[Mapping]], path: str) -> 
                     xs.append(b["block"])
                     ys.append(float(np.mean(norms)))
             row[1].plot(xs, ys, "o-", ms=3, color=STAGE_COLORS[i % 10], label=f"$k_{i + 1}$")
-        row[1].set(title=f"{stack}: stage output norms ({blocks[0]['method']})", xlabel="block l",
-                   ylabel="‖$k_i$‖ per token (mean over steps)")
+        row[1].set(
+            title=f"{stack}: stage output norms ({blocks[0]['method']})",
+            xlabel="block l",
+            ylabel="‖$k_i$‖ per token (mean over steps)",
+        )
         row[1].set_xticks([b["block"] for b in blocks])
         row[1].legend(fontsize=8)
     fig.suptitle("Trajectory statistics on validation data")
@@ -89,14 +92,26 @@ def plot_coefficients(stats: Mapping[str, Sequence[Mapping]], path: str) -> None
         stages = len(blocks[0]["mean_weights"])
         for i in range(stages):
             color = STAGE_COLORS[i % 10]
-            ax.plot(xs, [b["mean_weights"][i] for b in blocks], "o-", ms=4, color=color,
-                    label=f"$w_{i + 1}$ (learned, mean)")
-            ax.plot(xs, [b["tableau_b"][i] for b in blocks], "--", color=color, alpha=0.6,
-                    label=f"$b_{i + 1}$ ({blocks[0]['method']})")
-        ax.plot(xs, [b["effective_step_size"] for b in blocks], "s-", color="black", ms=4,
-                label="$h_{eff} = h \\sum_i w_i$")
-        ax.set(title=f"{stack}: output weights ({blocks[0]['coefficients']})", xlabel="block l",
-               ylabel="weight")
+            ax.plot(
+                xs,
+                [b["mean_weights"][i] for b in blocks],
+                "o-",
+                ms=4,
+                color=color,
+                label=f"$w_{i + 1}$ (learned, mean)",
+            )
+            ax.plot(
+                xs,
+                [b["tableau_b"][i] for b in blocks],
+                "--",
+                color=color,
+                alpha=0.6,
+                label=f"$b_{i + 1}$ ({blocks[0]['method']})",
+            )
+        ax.plot(
+            xs, [b["effective_step_size"] for b in blocks], "s-", color="black", ms=4, label="$h_{eff} = h \\sum_i w_i$"
+        )
+        ax.set(title=f"{stack}: output weights ({blocks[0]['coefficients']})", xlabel="block l", ylabel="weight")
         ax.set_xticks(xs)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle("Learned Runge-Kutta coefficients and effective step size")
@@ -118,8 +133,7 @@ def plot_gate_distributions(gates: Mapping[str, Sequence[np.ndarray]], path: str
             data = [g[:, i] for g in gates[stack]]
             ax.violinplot(data, positions=range(len(data)), showmedians=True)
             name = "g = $w_1$ ($w_2$ = 1 − g)" if stages == 2 else f"$w_{i + 1}$"
-            ax.set(title=f"{stack}: gate {name}", xlabel="block l", ylabel="gate value per token",
-                   ylim=(-0.02, 1.02))
+            ax.set(title=f"{stack}: gate {name}", xlabel="block l", ylabel="gate value per token", ylim=(-0.02, 1.02))
             ax.set_xticks(range(len(data)))
     fig.suptitle("Distributions of learned gate values over validation tokens")
     fig.tight_layout()
@@ -149,18 +163,18 @@ def plot_spectra(stack: str, layers: Sequence[Mapping[str, object]], path: str) 
     norm = _depth_norm(depths)
     cols = min(3, len(products))
     rows = -(-len(products) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.9 * cols + 1.0, 3.5 * rows + 0.4),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.9 * cols + 1.0, 3.5 * rows + 0.4), squeeze=False, layout="constrained"
+    )
     for ax, product in zip(axes.flat, products):
         for layer in layers:
             values = np.asarray(layer[product])
-            ax.scatter(values.real, values.imag, s=5, linewidths=0,
-                       color=cmap(norm(float(layer["depth"]))))
+            ax.scatter(values.real, values.imag, s=5, linewidths=0, color=cmap(norm(float(layer["depth"]))))
         ax.axhline(0, color="grey", lw=0.5)
         ax.axvline(0, color="grey", lw=0.5)
         ax.set(title=PRODUCT_TITLES[product], xlabel="Re λ", ylabel="Im λ")
         ax.title.set_fontsize(9)
-    for ax in axes.flat[len(products):]:
+    for ax in axes.flat[len(products) :]:
         ax.set_visible(False)
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), ax=axes)
     if len(depths) <= MAX_DISCRETE_DEPTHS:
@@ -170,9 +184,7 @@ def plot_spectra(stack: str, layers: Sequence[Mapping[str, object]], path: str) 
     _save(fig, path)
 
 
-def plot_spectra_along_depth(
-    summaries: Mapping[str, Sequence[Mapping[str, object]]], path: str
-) -> None:
+def plot_spectra_along_depth(summaries: Mapping[str, Sequence[Mapping[str, object]]], path: str) -> None:
     """Per stack: spectral radius and fraction of Re λ > 0 of each product against depth.
 
     ``summaries[stack][l]`` maps 'depth' and, per product, a dict of :func:`spectrum_summary`.
@@ -185,14 +197,12 @@ def plot_spectra_along_depth(
         for j, product in enumerate(p for p in PRODUCT_TITLES if p in layers[0]):
             color = STAGE_COLORS[j % 10]
             for ax, key in zip(row, ("spectral_radius", "fraction_positive_real")):
-                ax.plot(depths, [layer[product][key] for layer in layers], "o-", ms=3,
-                        color=color, label=product)
+                ax.plot(depths, [layer[product][key] for layer in layers], "o-", ms=3, color=color, label=product)
         if len(depths) <= MAX_DISCRETE_DEPTHS:
             for ax in row:
                 ax.set_xticks(depths)
         row[0].set(title=f"{stack}: spectral radius", xlabel="depth", ylabel="max |λ|")
-        row[1].set(title=f"{stack}: eigenvalues with Re λ > 0", xlabel="depth", ylabel="fraction",
-                   ylim=(-0.02, 1.02))
+        row[1].set(title=f"{stack}: eigenvalues with Re λ > 0", xlabel="depth", ylabel="fraction", ylim=(-0.02, 1.02))
         row[0].legend(fontsize=7)
     fig.suptitle("Weight spectra summary along depth")
     fig.tight_layout()
@@ -206,8 +216,9 @@ def plot_lyapunov_heatmap(panels: Mapping[str, Mapping[str, object]], path: str)
     """
     stacks = list(panels)
     widths = [max(len(panels[s]["tokens"]), 4) for s in stacks]
-    fig, axes = plt.subplots(len(stacks), 1, squeeze=False,
-                             figsize=(min(2.5 + 0.42 * max(widths), 16), 2.6 * len(stacks) + 0.6))
+    fig, axes = plt.subplots(
+        len(stacks), 1, squeeze=False, figsize=(min(2.5 + 0.42 * max(widths), 16), 2.6 * len(stacks) + 0.6)
+    )
     for ax, stack in zip(axes[:, 0], stacks):
         grid = np.asarray(panels[stack]["running_max_by_step"])
         tokens: List[str] = list(panels[stack]["tokens"])
@@ -215,14 +226,23 @@ def plot_lyapunov_heatmap(panels: Mapping[str, Mapping[str, object]], path: str)
         # Position j itself keeps its identity path (exponent near 0) and would flatten the
         # colour scale of the others: the scale spans the tokens k ≠ j, and j is clipped.
         others = grid[:, :-1] if grid.shape[1] > 1 else grid
-        image = ax.imshow(grid, aspect="auto", cmap="magma", origin="lower",
-                          vmin=others.min(), vmax=max(others.max(), others.min() + 1e-6))
+        image = ax.imshow(
+            grid,
+            aspect="auto",
+            cmap="magma",
+            origin="lower",
+            vmin=others.min(),
+            vmax=max(others.max(), others.min() + 1e-6),
+        )
         ax.set_xticks(range(len(tokens)))
         ax.set_xticklabels(tokens, rotation=60, ha="right", fontsize=8)
         ax.set_yticks(range(grid.shape[0]))
         ax.set_yticklabels([str(l + 1) for l in range(grid.shape[0])])
-        ax.set(title=f"{stack}: FTLE of the last position j w.r.t. token k",
-               xlabel="input token k", ylabel="after solver step")
+        ax.set(
+            title=f"{stack}: FTLE of the last position j w.r.t. token k",
+            xlabel="input token k",
+            ylabel="after solver step",
+        )
         fig.colorbar(image, ax=ax, extend="max").set_label("max exponent (k ≠ j)")
     fig.suptitle("Token-level finite-time Lyapunov exponents (QR method)")
     fig.tight_layout()
@@ -233,21 +253,21 @@ def plot_nfe_vs_length(lengths: Sequence[int], nfe: Sequence[float], path: str) 
     """Scatter of function evaluations of an adaptive solve against source length."""
     fig, ax = plt.subplots(figsize=(5.0, 3.6))
     ax.scatter(lengths, nfe, s=12)
-    ax.set(title="Adaptive solver: NFE against sentence length", xlabel="source length (tokens)",
-           ylabel="function evaluations (NFE)")
+    ax.set(
+        title="Adaptive solver: NFE against sentence length",
+        xlabel="source length (tokens)",
+        ylabel="function evaluations (NFE)",
+    )
     fig.tight_layout()
     _save(fig, path)
 
 
-def plot_score_vs_steps(
-    steps: Sequence[int], scores: Sequence[float], metric: str, path: str
-) -> None:
+def plot_score_vs_steps(steps: Sequence[int], scores: Sequence[float], metric: str, path: str) -> None:
     """Line of a quality score against the number of solver steps."""
     order = np.argsort(steps)
     fig, ax = plt.subplots(figsize=(5.0, 3.6))
     ax.plot(np.asarray(steps)[order], np.asarray(scores)[order], "o-")
-    ax.set(title=f"Step-count adaptation: {metric} against steps", xlabel="solver steps",
-           ylabel=metric)
+    ax.set(title=f"Step-count adaptation: {metric} against steps", xlabel="solver steps", ylabel=metric)
     fig.tight_layout()
     _save(fig, path)
 
@@ -259,8 +279,11 @@ def plot_teacher_errors(errors: Mapping[str, Sequence[Mapping[str, float]]], pat
     for ax, stack in zip(axes[0], stacks):
         layers = [e["layer"] for e in errors[stack]]
         ax.bar(layers, [e["relative"] for e in errors[stack]], color="tab:blue")
-        ax.set(title=f"{stack}: student against teacher", xlabel="teacher layer ℓ (at its control time)",
-               ylabel="relative error ‖X(t_ℓ) − $h^ℓ$‖ / ‖$h^ℓ$‖")
+        ax.set(
+            title=f"{stack}: student against teacher",
+            xlabel="teacher layer ℓ (at its control time)",
+            ylabel="relative error ‖X(t_ℓ) − $h^ℓ$‖ / ‖$h^ℓ$‖",
+        )
         ax.set_xticks(layers)
     fig.suptitle("Trajectory distillation: per-layer error on validation data")
     fig.tight_layout()

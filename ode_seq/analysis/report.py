@@ -3,6 +3,7 @@
 A figure whose subject the model lacks (no learned gates, no adaptive solver, …) is not drawn;
 ``report.json["figures"][name]`` then holds ``{"skipped": reason}`` instead of the file name.
 """
+
 from __future__ import annotations
 
 import json
@@ -81,10 +82,12 @@ def add_trajectories(report: Report, inputs: AnalysisInputs) -> None:
     if learned:
         plots.plot_coefficients(learned, report.figure("coefficients"))
     else:
-        report.skip("coefficients", "all blocks use their method's fixed weights (the tableau's "
-                    f"b: --ode-coefficients fixed, or one-stage methods; coefficients: {kinds})")
-    gates = {s: [r.weights for r in records[s]] for s in STACKS
-             if records[s] and records[s][0].coefficients == "gate"}
+        report.skip(
+            "coefficients",
+            "all blocks use their method's fixed weights (the tableau's "
+            f"b: --ode-coefficients fixed, or one-stage methods; coefficients: {kinds})",
+        )
+    gates = {s: [r.weights for r in records[s]] for s in STACKS if records[s] and records[s][0].coefficients == "gate"}
     if gates:
         plots.plot_gate_distributions(gates, report.figure("gates"))
     else:
@@ -102,13 +105,17 @@ def add_spectra(report: Report, model: nn.Module) -> None:
         flat = plots.spectra_points(layers)
         plots.plot_spectra(stack, flat, report.figure(f"spectra_{stack}"))
         summaries[stack] = [
-            {"depth": f["depth"], **{p: spectrum_summary(v) for p, v in f.items() if p != "depth"}}
-            for f in flat
+            {"depth": f["depth"], **{p: spectrum_summary(v) for p, v in f.items() if p != "depth"}} for f in flat
         ]
         numbers[stack] = [
-            {"depth": layer["depth"],
-             **{p: ([_complex_json(h) for h in v] if isinstance(v, list) else _complex_json(v))
-                for p, v in layer.items() if p != "depth"}}
+            {
+                "depth": layer["depth"],
+                **{
+                    p: ([_complex_json(h) for h in v] if isinstance(v, list) else _complex_json(v))
+                    for p, v in layer.items()
+                    if p != "depth"
+                },
+            }
             for layer in layers
         ]
     report.data["spectra"] = {"eigenvalues": numbers, "summary": summaries}
@@ -142,11 +149,17 @@ def add_solver_counts(report: Report, inputs: AnalysisInputs) -> None:
         report.skip("nfe_vs_length", "no adaptive solver: no encoder block solves adaptively")
     if inputs.step_scores is not None:
         report.data["score_vs_steps"] = inputs.step_scores
-        plots.plot_score_vs_steps(inputs.step_scores["steps"], inputs.step_scores["scores"],
-                                  inputs.step_scores["metric"], report.figure("score_vs_steps"))
+        plots.plot_score_vs_steps(
+            inputs.step_scores["steps"],
+            inputs.step_scores["scores"],
+            inputs.step_scores["metric"],
+            report.figure("score_vs_steps"),
+        )
     else:
-        report.skip("score_vs_steps", "no step-count measurements: pass --step-scores FILE with "
-                    "{\"steps\": [...], \"scores\": [...], \"metric\": ...}")
+        report.skip(
+            "score_vs_steps",
+            'no step-count measurements: pass --step-scores FILE with {"steps": [...], "scores": [...], "metric": ...}',
+        )
 
 
 def add_error_bounds(report: Report, inputs: AnalysisInputs) -> None:
@@ -183,4 +196,3 @@ def write_report(inputs: AnalysisInputs, out_dir: str, header: Dict[str, object]
     add_error_bounds(report, inputs)
     add_teacher_errors(report, inputs)
     return report.write_json()
-

@@ -7,6 +7,7 @@ sentences are solved one at a time), counted by an observer of each block's solv
 Step-count adaptation is measured outside this tool (a model evaluated at several step counts);
 its results come as JSON ``{"steps": [...], "scores": [...], "metric": "BLEU"}``.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,7 @@ def adaptive_blocks(stack: nn.Module) -> List[nn.Module]:
     return [b for b in ode_blocks(stack) if isinstance(b.solver, AdaptiveSolver)]
 
 
-def nfe_against_length(
-    model: nn.Module, sources: Sequence[Tensor]
-) -> Tuple[List[int], List[int]]:
+def nfe_against_length(model: nn.Module, sources: Sequence[Tensor]) -> Tuple[List[int], List[int]]:
     """(source lengths, encoder NFE) for each source sentence, encoded one at a time."""
     counters = [EvaluationCounter() for _ in adaptive_blocks(model.encoder)]
     handles = [b.register_observer(c) for b, c in zip(adaptive_blocks(model.encoder), counters)]
@@ -45,16 +44,25 @@ def nfe_against_length(
 
 def read_step_scores(path: str) -> Dict[str, object]:
     """Validated ``{"steps", "scores", "metric"}`` from a JSON file."""
-    expected = ('expected JSON {"steps": [...], "scores": [...], "metric": ...} with equally '
-                "long, non-empty lists of numbers")
+    expected = (
+        'expected JSON {"steps": [...], "scores": [...], "metric": ...} with equally long, non-empty lists of numbers'
+    )
     with open(path, encoding="utf-8") as f:
         try:
             data = json.load(f)
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not valid JSON ({error}): {expected}") from None
     steps, scores = (data.get("steps"), data.get("scores")) if isinstance(data, dict) else (None, None)
-    if not isinstance(steps, list) or not isinstance(scores, list) or len(steps) != len(scores) \
-            or not steps or not all(isinstance(x, (int, float)) for x in steps + scores):
+    if (
+        not isinstance(steps, list)
+        or not isinstance(scores, list)
+        or len(steps) != len(scores)
+        or not steps
+        or not all(isinstance(x, (int, float)) for x in steps + scores)
+    ):
         raise ValueError(f"{path}: {expected}")
-    return {"steps": [int(s) for s in steps], "scores": [float(s) for s in scores],
-            "metric": str(data.get("metric", "score"))}
+    return {
+        "steps": [int(s) for s in steps],
+        "scores": [float(s) for s in scores],
+        "metric": str(data.get("metric", "score")),
+    }

@@ -15,6 +15,7 @@ decoder widths differ. Eigenvalues are complex and kept so.
 
 Everything here takes matrices, not modules, so a time-dependent model can pass W(t) per step.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,8 +32,7 @@ def product_eigenvalues(left: Tensor, right: Tensor) -> np.ndarray:
     ``left`` is n × m and ``right`` m × n; the result has min(n, m) complex eigenvalues, sorted
     by decreasing real part (ties by imaginary part).
     """
-    if left.dim() != 2 or right.dim() != 2 or left.shape[1] != right.shape[0] \
-            or left.shape[0] != right.shape[1]:
+    if left.dim() != 2 or right.dim() != 2 or left.shape[1] != right.shape[0] or left.shape[0] != right.shape[1]:
         raise ValueError(
             f"eigenvalues of a product L·R need L of shape n×m and R of shape m×n, "
             f"got {tuple(left.shape)} and {tuple(right.shape)}"
@@ -56,8 +56,7 @@ class AttentionWeights:
 
     def __post_init__(self) -> None:
         width = self.w_q.shape[1]
-        if width % self.heads or self.w_k.shape[1] != width or self.w_v.shape[1] != width \
-                or self.w_o.shape[0] != width:
+        if width % self.heads or self.w_k.shape[1] != width or self.w_v.shape[1] != width or self.w_o.shape[0] != width:
             raise ValueError(
                 f"attention weights disagree: W_Q {tuple(self.w_q.shape)}, W_K "
                 f"{tuple(self.w_k.shape)}, W_V {tuple(self.w_v.shape)}, W_O "
@@ -91,10 +90,7 @@ def query_key_eigenvalues(attn: AttentionWeights) -> List[np.ndarray]:
 
 def value_output_eigenvalues(attn: AttentionWeights) -> List[np.ndarray]:
     """Per head h: the d_h non-zero eigenvalues of W_V^h W_O^h."""
-    return [
-        product_eigenvalues(attn.w_v[:, attn.head(h)], attn.w_o[attn.head(h), :])
-        for h in range(attn.heads)
-    ]
+    return [product_eigenvalues(attn.w_v[:, attn.head(h)], attn.w_o[attn.head(h), :]) for h in range(attn.heads)]
 
 
 def feed_forward_eigenvalues(ffn: FeedForwardWeights) -> np.ndarray:

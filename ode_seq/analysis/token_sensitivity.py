@@ -9,6 +9,7 @@ one forward pass and replayed on perturbed states, so the maps are exactly the m
 with layer history (DLCL) are skipped: their state is the whole history, not the previous
 block's output.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,7 +39,9 @@ class StackSensitivity:
 
 
 def capture_block_calls(
-    model: nn.Module, src_tokens: Tensor, prev_output_tokens: Tensor,
+    model: nn.Module,
+    src_tokens: Tensor,
+    prev_output_tokens: Tensor,
     src_lengths: Optional[Tensor] = None,
 ) -> Dict[str, List[BlockCall]]:
     """Run the model once and record each layer's (layer, args, kwargs); ``src_lengths``
@@ -47,6 +50,7 @@ def capture_block_calls(
     handles = []
     for side in calls:
         for layer in stack_layers(getattr(model, side)):
+
             def hook(module, args, kwargs, side=side):
                 calls[side].append((module, args, kwargs))
 
@@ -86,10 +90,7 @@ def step_maps(layer: nn.Module, args: tuple, kwargs: dict) -> List[Tuple[Callabl
     def batch_of_one(step: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
         return lambda x: step(x.unsqueeze(1)).squeeze(1)
 
-    return [
-        (batch_of_one(layer.step_map(n, *args[1:], **kwargs)), solver.step_size)
-        for n in range(solver.steps)
-    ]
+    return [(batch_of_one(layer.step_map(n, *args[1:], **kwargs)), solver.step_size) for n in range(solver.steps)]
 
 
 def stack_sensitivity(
@@ -97,18 +98,27 @@ def stack_sensitivity(
 ) -> StackSensitivity:
     """Exponents of the last position with respect to every token along the stack's blocks."""
     if any(isinstance(m, HistoryBlock) for m in stack.modules()):
-        return StackSensitivity(tokens, skipped=(
-            "layer history (DLCL): a block's input mixes all previous outputs, so the state is "
-            "not one block's output and the per-block QR propagation does not apply"
-        ))
+        return StackSensitivity(
+            tokens,
+            skipped=(
+                "layer history (DLCL): a block's input mixes all previous outputs, so the state is "
+                "not one block's output and the per-block QR propagation does not apply"
+            ),
+        )
     if not calls:
         return StackSensitivity(tokens, skipped="the stack has no layers")
     steps = [step for call in calls for step in step_maps(*call)]
     x0 = calls[0][1][0].squeeze(1).detach()
-    return StackSensitivity(tokens, token_lyapunov_exponents(
-        [f for f, _ in steps], x0, position=-1, dt=sum(dt for _, dt in steps) / len(steps),
-        num_exponents=num_exponents,
-    ))
+    return StackSensitivity(
+        tokens,
+        token_lyapunov_exponents(
+            [f for f, _ in steps],
+            x0,
+            position=-1,
+            dt=sum(dt for _, dt in steps) / len(steps),
+            num_exponents=num_exponents,
+        ),
+    )
 
 
 def greedy_target(model: nn.Module, source: Tensor, eos: int, max_len: int) -> Tensor:

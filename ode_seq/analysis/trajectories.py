@@ -9,6 +9,7 @@ which is h for gates and fixed weights (Σ b = 1) and learned for free weights. 
 report their method, evaluations per step and NFE; their stage depths are the times at which
 the solver evaluated. Norms are per-token L2 norms over non-padding positions.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -78,17 +79,13 @@ class BlockTrajectory:
             "stage_input_norm": [_moments(v) for v in self.stage_inputs],
             "stage_output_norm": [_moments(v) for v in self.stage_outputs],
             "mean_weights": [float(w) for w in mean_weights],
-            "effective_step_size": (
-                None if self.step_size is None else self.step_size * float(mean_weights.sum())
-            ),
+            "effective_step_size": (None if self.step_size is None else self.step_size * float(mean_weights.sum())),
         }
         if self.weights.ndim == 2:
             stats["gate"] = {
                 "bin_edges": GATE_BINS.tolist(),
                 "histograms": [np.histogram(w, GATE_BINS)[0].tolist() for w in self.weights.T],
-                "quantiles_5_50_95": [
-                    np.quantile(w, [0.05, 0.5, 0.95]).tolist() for w in self.weights.T
-                ],
+                "quantiles_5_50_95": [np.quantile(w, [0.05, 0.5, 0.95]).tolist() for w in self.weights.T],
             }
         return stats
 
@@ -133,24 +130,26 @@ class _BlockObserver(SolveObserver):
             raise RuntimeError("TrajectoryRecorder.keep must be set before the forward pass")
         adaptive = isinstance(solver, AdaptiveSolver)
         update = (y - self.y_in).float().norm(dim=-1)
-        self.recorder.records.append(BlockTrajectory(
-            index=self.index,
-            method=solver.method,
-            coefficients=coefficient_kind(self.block),
-            steps=None if adaptive else solver.steps,
-            stages=solver.scheme.evaluations_per_step if adaptive else solver.tableau.stages,
-            step_size=None if adaptive else solver.step_size,
-            end_time=self.start + solver.interval,
-            stage_times=[t for _, _, t, _, _ in self.evaluations],
-            stage_indices=[stage for _, stage, _, _, _ in self.evaluations],
-            tableau_b=[] if adaptive else list(solver.tableau.b),
-            state_in=_per_token(self.y_in, keep),
-            state_out=_per_token(y, keep),
-            update_ratio=_per_token(update / self.y_in.float().norm(dim=-1), keep),
-            stage_inputs=[_per_token(z, keep) for _, _, _, z, _ in self.evaluations],
-            stage_outputs=[_per_token(k, keep) for _, _, _, _, k in self.evaluations],
-            weights=self._weights(keep),
-        ))
+        self.recorder.records.append(
+            BlockTrajectory(
+                index=self.index,
+                method=solver.method,
+                coefficients=coefficient_kind(self.block),
+                steps=None if adaptive else solver.steps,
+                stages=solver.scheme.evaluations_per_step if adaptive else solver.tableau.stages,
+                step_size=None if adaptive else solver.step_size,
+                end_time=self.start + solver.interval,
+                stage_times=[t for _, _, t, _, _ in self.evaluations],
+                stage_indices=[stage for _, stage, _, _, _ in self.evaluations],
+                tableau_b=[] if adaptive else list(solver.tableau.b),
+                state_in=_per_token(self.y_in, keep),
+                state_out=_per_token(y, keep),
+                update_ratio=_per_token(update / self.y_in.float().norm(dim=-1), keep),
+                stage_inputs=[_per_token(z, keep) for _, _, _, z, _ in self.evaluations],
+                stage_outputs=[_per_token(k, keep) for _, _, _, _, k in self.evaluations],
+                weights=self._weights(keep),
+            )
+        )
         self.recorder.clock += solver.interval
 
 
@@ -177,9 +176,7 @@ class TrajectoryRecorder:
                 handle.remove()
 
 
-def record_trajectories(
-    model: nn.Module, net_input: Dict[str, Tensor], pad: int
-) -> Dict[str, List[BlockTrajectory]]:
+def record_trajectories(model: nn.Module, net_input: Dict[str, Tensor], pad: int) -> Dict[str, List[BlockTrajectory]]:
     """Run the model once (no grad) and return the records of its encoder and decoder blocks."""
     encoder, decoder = TrajectoryRecorder(model.encoder), TrajectoryRecorder(model.decoder)
     encoder.keep = net_input["src_tokens"].ne(pad).T

@@ -9,6 +9,7 @@ the first pair of ``--subset``), Euler's global error bound against the measured
 Euler block, and with ``--teacher`` the per-layer error of a distilled student against its
 teacher. ``--model-overrides`` analyses the model with other options, e.g. another step count.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,41 +32,62 @@ from ode_seq.analysis.report import AnalysisInputs, write_report
 from ode_seq.analysis.solver_counts import read_step_scores
 from ode_seq.analysis.token_sensitivity import greedy_target
 from ode_seq.cli.plugin_dir import plugin_directory
-from ode_seq.output_files import check_output_directory
 from ode_seq.models.criteria.trajectory_loss import CONTROL_TIME_MODES
 from ode_seq.models.teacher import load_teacher
 from ode_seq.models.trajectory_errors import trajectory_errors
-
+from ode_seq.output_files import check_output_directory
 
 
 def parse_args(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.analyze") -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--path", required=True, help="checkpoint file")
     parser.add_argument("--data", required=True, help="fairseq data-bin directory")
     parser.add_argument("--out", required=True, help="report directory (created)")
-    parser.add_argument("--user-dir", default=plugin_directory(),
-                        help="fairseq plugin directory to import first (default: %(default)s)")
+    parser.add_argument(
+        "--user-dir", default=plugin_directory(), help="fairseq plugin directory to import first (default: %(default)s)"
+    )
     parser.add_argument("--subset", default="valid", help="data split to analyse (default: valid)")
-    parser.add_argument("--max-sentences", type=int, default=32,
-                        help="sentences in the trajectory batch (default: 32)")
-    parser.add_argument("--sentence", help="source sentence for the Lyapunov exponents, tokenised "
-                        "like the data (default: the first source of --subset)")
-    parser.add_argument("--target", help="target for teacher forcing with --sentence (default: "
-                        "the model's greedy translation)")
-    parser.add_argument("--lyapunov-exponents", type=int, metavar="M",
-                        help="exponents per token (default: all, the model width)")
-    parser.add_argument("--step-scores", metavar="FILE",
-                        help="JSON {steps, scores, metric} measured at several step counts")
-    parser.add_argument("--model-overrides", default="{}", metavar="DICT",
-                        help="model options to change, as fairseq's --model-overrides, e.g. "
-                        "\"{'encoder_ode_steps': 12, 'decoder_ode_steps': 12}\"")
-    parser.add_argument("--teacher", metavar="PATH", help="the pre-norm fairseq transformer a "
-                        "student was distilled from: report its per-layer error against it")
-    parser.add_argument("--control-times", choices=CONTROL_TIME_MODES, default="distance",
-                        help="control times of the teacher layers, as in training (default: distance)")
-    parser.add_argument("--control-time-temperature", type=float, default=30.0,
-                        help="temperature of distance control times, as in training (default: 30)")
+    parser.add_argument("--max-sentences", type=int, default=32, help="sentences in the trajectory batch (default: 32)")
+    parser.add_argument(
+        "--sentence",
+        help="source sentence for the Lyapunov exponents, tokenised "
+        "like the data (default: the first source of --subset)",
+    )
+    parser.add_argument(
+        "--target", help="target for teacher forcing with --sentence (default: the model's greedy translation)"
+    )
+    parser.add_argument(
+        "--lyapunov-exponents", type=int, metavar="M", help="exponents per token (default: all, the model width)"
+    )
+    parser.add_argument(
+        "--step-scores", metavar="FILE", help="JSON {steps, scores, metric} measured at several step counts"
+    )
+    parser.add_argument(
+        "--model-overrides",
+        default="{}",
+        metavar="DICT",
+        help="model options to change, as fairseq's --model-overrides, e.g. "
+        "\"{'encoder_ode_steps': 12, 'decoder_ode_steps': 12}\"",
+    )
+    parser.add_argument(
+        "--teacher",
+        metavar="PATH",
+        help="the pre-norm fairseq transformer a student was distilled from: report its per-layer error against it",
+    )
+    parser.add_argument(
+        "--control-times",
+        choices=CONTROL_TIME_MODES,
+        default="distance",
+        help="control times of the teacher layers, as in training (default: distance)",
+    )
+    parser.add_argument(
+        "--control-time-temperature",
+        type=float,
+        default=30.0,
+        help="temperature of distance control times, as in training (default: 30)",
+    )
     args = parser.parse_args(argv)
     try:
         args.model_overrides = ast.literal_eval(args.model_overrides)
@@ -76,8 +98,9 @@ def parse_args(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.
     if args.max_sentences < 1:
         parser.error(f"--max-sentences must be at least 1, got {args.max_sentences}")
     if args.lyapunov_exponents is not None and args.lyapunov_exponents < 1:
-        parser.error(f"--lyapunov-exponents must be at least 1, got {args.lyapunov_exponents} "
-                     "(leave it out for all of them)")
+        parser.error(
+            f"--lyapunov-exponents must be at least 1, got {args.lyapunov_exponents} (leave it out for all of them)"
+        )
     if args.target is not None and args.sentence is None:
         parser.error("--target needs --sentence (the default sentence uses its reference)")
     return args
@@ -92,15 +115,21 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.an
         model, task = load_model(args.path, args.data, args.user_dir, args.model_overrides)
         width = min(model.encoder.embed_tokens.embedding_dim, model.decoder.embed_tokens.embedding_dim)
         if args.lyapunov_exponents is not None and args.lyapunov_exponents > width:
-            raise ValueError(f"--lyapunov-exponents {args.lyapunov_exponents} exceeds the model "
-                             f"width {width}: ask for at most {width} (or leave it out for all)")
+            raise ValueError(
+                f"--lyapunov-exponents {args.lyapunov_exponents} exceeds the model "
+                f"width {width}: ask for at most {width} (or leave it out for all)"
+            )
         batch = validation_batch(task, args.subset, args.max_sentences)
         teacher_errors = None
         if args.teacher:
             teacher_errors = trajectory_errors(
-                model, load_teacher(args.teacher, task).float(), batch["net_input"],
-                task.source_dictionary.pad(), task.target_dictionary.pad(),
-                args.control_times, args.control_time_temperature,
+                model,
+                load_teacher(args.teacher, task).float(),
+                batch["net_input"],
+                task.source_dictionary.pad(),
+                task.target_dictionary.pad(),
+                args.control_times,
+                args.control_time_temperature,
             )
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -110,8 +139,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.an
         source, target = first_pair(task, args.subset)
     else:
         source = encode_sentence(task, args.sentence, "source")
-        sentence_info = {"from": "--sentence", "unknown_source_tokens":
-                         unknown_count(task, source, "source")}
+        sentence_info = {"from": "--sentence", "unknown_source_tokens": unknown_count(task, source, "source")}
         if args.target is None:
             eos = task.target_dictionary.eos()
             target = greedy_target(model, source, eos, max_len=2 * source.numel() + 10)

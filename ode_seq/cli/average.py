@@ -1,9 +1,10 @@
 """Average the parameters of several fairseq checkpoints (loaded with torch's safe unpickler).
 
-    θ̄ = (1/N) Σ_n θ_n   for every floating-point parameter; other entries come from the newest.
+θ̄ = (1/N) Σ_n θ_n   for every floating-point parameter; other entries come from the newest.
 
-    python -m ode_seq.cli.average --inputs CKPT_DIR --num-epoch-checkpoints 5 --output avg.pt
+python -m ode_seq.cli.average --inputs CKPT_DIR --num-epoch-checkpoints 5 --output avg.pt
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,10 @@ from typing import Dict, List, Optional
 import torch
 
 from ode_seq.checkpoint_files import (
-    allow_fairseq_checkpoint_types, check_finite_parameters, load_checkpoint, save_checkpoint,
+    allow_fairseq_checkpoint_types,
+    check_finite_parameters,
+    load_checkpoint,
+    save_checkpoint,
 )
 from ode_seq.output_files import check_output_file, same_file
 
@@ -55,8 +59,10 @@ def first_difference(path: str, state: Dict, first: str, first_state: Dict) -> O
         if name not in model:
             return f"{path} has no parameter {name}, which {first} has"
         if model[name].shape != reference[name].shape:
-            return (f"parameter {name} has shape {tuple(model[name].shape)} in {path} but "
-                    f"{tuple(reference[name].shape)} in {first}")
+            return (
+                f"parameter {name} has shape {tuple(model[name].shape)} in {path} but "
+                f"{tuple(reference[name].shape)} in {first}"
+            )
     extra = next((name for name in model if name not in reference), None)
     return f"{path} has a parameter {extra}, which {first} has not" if extra else None
 
@@ -112,15 +118,18 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.av
             paths = args.inputs
         folders = [path for path in paths if os.path.isdir(path)]
         if folders:
-            raise ValueError(f"{folders[0]} is a directory: pass checkpoint files, or one directory "
-                             "with --num-epoch-checkpoints N or --num-update-checkpoints N")
+            raise ValueError(
+                f"{folders[0]} is a directory: pass checkpoint files, or one directory "
+                "with --num-epoch-checkpoints N or --num-update-checkpoints N"
+            )
         missing = [path for path in paths if not os.path.isfile(path)]
         if missing:
             raise ValueError(f"checkpoint not found: {', '.join(missing)}")
         overwritten = [path for path in paths if same_file(path, args.output)]
         if overwritten:
-            raise ValueError(f"--output {args.output} is one of the checkpoints to average; "
-                             "write the average to another file")
+            raise ValueError(
+                f"--output {args.output} is one of the checkpoints to average; write the average to another file"
+            )
         state = average(paths)
     except ValueError as error:
         print(f"average: error: {error}", file=sys.stderr)

@@ -19,6 +19,7 @@ cannot represent (the message names the option).
     python -m ode_seq.cli.export --to ctranslate2 --path ckpt.pt --output ct2-model
     python -m ode_seq.cli.export --to hf --path ckpt.pt --spm spm.model --output hf-model
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,14 +42,18 @@ TARGETS = ("fairseq", "ctranslate2", "hf")
 
 
 def parse_args(argv: Optional[List[str]], prog: str = "python -m ode_seq.cli.export") -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--to", choices=TARGETS, default="fairseq", help="format to write (default: fairseq)")
     p.add_argument("--path", required=True, help="checkpoint to export")
-    p.add_argument("--output", required=True,
-                   help="--to fairseq: the checkpoint file to write; otherwise a new directory")
-    p.add_argument("--encoder-steps", type=int, help="Euler steps (layers) of a non-autonomous encoder (default: trained)")
-    p.add_argument("--decoder-steps", type=int, help="Euler steps (layers) of a non-autonomous decoder (default: trained)")
+    p.add_argument(
+        "--output", required=True, help="--to fairseq: the checkpoint file to write; otherwise a new directory"
+    )
+    p.add_argument(
+        "--encoder-steps", type=int, help="Euler steps (layers) of a non-autonomous encoder (default: trained)"
+    )
+    p.add_argument(
+        "--decoder-steps", type=int, help="Euler steps (layers) of a non-autonomous decoder (default: trained)"
+    )
     p.add_argument("--data", help="data directory with the dictionaries (default: the one the model was trained on)")
     p.add_argument("--spm", help="--to hf: the SentencePiece model of the corpus, copied into the folder")
     args = p.parse_args(argv)
@@ -85,8 +90,11 @@ def check_paths(args: argparse.Namespace) -> None:
 
 def load_model(args: argparse.Namespace):
     """(the model in eval mode, fairseq's model options, fairseq's task)."""
-    overrides: Dict[str, Any] = {f"{side}_ode_steps": getattr(args, f"{side}_steps")
-                                 for side in ("encoder", "decoder") if getattr(args, f"{side}_steps")}
+    overrides: Dict[str, Any] = {
+        f"{side}_ode_steps": getattr(args, f"{side}_steps")
+        for side in ("encoder", "decoder")
+        if getattr(args, f"{side}_steps")
+    }
     if args.data is not None:
         overrides["data"] = args.data
     (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)

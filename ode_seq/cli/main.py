@@ -1,5 +1,6 @@
 """``ode-seq``: one command for ode-seq's tools. ``ode-seq SUBCOMMAND [ARGS]`` hands ARGS to the tool's
 own ``main(argv, prog)``, so each tool's options are defined once, in its module."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,9 @@ SUBCOMMANDS = {
     "user-dir": Subcommand("ode_seq.cli.plugin_dir", "print the fairseq plugin directory, for --user-dir"),
     "average": Subcommand("ode_seq.cli.average", "average the parameters of several checkpoints"),
     "analyze": Subcommand("ode_seq.cli.analyze", "trajectories, spectra, Lyapunov exponents of a model: a report"),
-    "export": Subcommand("ode_seq.cli.export", "a model as a plain fairseq checkpoint, a CTranslate2 model or a Hugging Face folder"),
+    "export": Subcommand(
+        "ode_seq.cli.export", "a model as a plain fairseq checkpoint, a CTranslate2 model or a Hugging Face folder"
+    ),
     "bleu": Subcommand("ode_seq.metrics.bleu", "tokenised (compound-split) BLEU and sacreBLEU"),
     "rouge": Subcommand("ode_seq.metrics.rouge", "ROUGE-1/2/L/Lsum with bootstrap confidence intervals"),
     "m2": Subcommand("ode_seq.metrics.m2", "MaxMatch (M2) precision, recall and F0.5"),
@@ -32,13 +35,16 @@ SUBCOMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {name:<10} {command.summary}" for name, command in SUBCOMMANDS.items())
     parser = argparse.ArgumentParser(
-        prog="ode-seq", usage="ode-seq [-h] [--version] SUBCOMMAND [ARGS ...]",
+        prog="ode-seq",
+        usage="ode-seq [-h] [--version] SUBCOMMAND [ARGS ...]",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="ODE Transformers for fairseq: the project's command-line tools.",
-        epilog=f"subcommands:\n{listing}\n\n`ode-seq SUBCOMMAND --help` shows a subcommand's options.")
+        epilog=f"subcommands:\n{listing}\n\n`ode-seq SUBCOMMAND --help` shows a subcommand's options.",
+    )
     parser.add_argument("--version", action="version", version=f"ode-seq {ode_seq.__version__}")
-    parser.add_argument("subcommand", metavar="SUBCOMMAND", choices=SUBCOMMANDS,
-                        help=f"one of: {', '.join(SUBCOMMANDS)}")
+    parser.add_argument(
+        "subcommand", metavar="SUBCOMMAND", choices=SUBCOMMANDS, help=f"one of: {', '.join(SUBCOMMANDS)}"
+    )
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
 

@@ -1,5 +1,6 @@
 """The fairseq plugin directory of the installed ode-seq: the ``user_dir`` package's folder, for
 ``fairseq-train --user-dir "$(ode-seq user-dir)"`` from any directory."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,10 @@ def plugin_directory() -> str:
     """The folder of the importable ``user_dir`` package (found without importing fairseq)."""
     spec = importlib.util.find_spec("user_dir")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the user_dir package of ode-seq is not installed in this Python: "
-                           "run `pip install --no-deps -e .` in the ode-seq checkout (or bash scripts/setup.sh)")
+        raise RuntimeError(
+            "the user_dir package of ode-seq is not installed in this Python: "
+            "run `pip install --no-deps -e .` in the ode-seq checkout (or bash scripts/setup.sh)"
+        )
     return spec.submodule_search_locations[0]
 
 

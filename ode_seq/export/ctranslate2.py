@@ -10,6 +10,7 @@ remove it again on exit). The plain checkpoint :mod:`ode_seq.cli.export` writes 
 a dict instead, so that fairseq-generate loads it without the plugin (torch ≥ 2.6 refuses a
 Namespace there).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,12 @@ def convert(plain: PlainTransformer, state: Dict[str, Any], data: str, work_dir:
     checkpoint = os.path.join(work_dir, "transformer.pt")
     task = state["cfg"]["task"]
     save_checkpoint(
-        {**state, "model": plain.state_dict, "args": None,
-         "cfg": {**state["cfg"], "model": argparse.Namespace(**plain.config)}},
+        {
+            **state,
+            "model": plain.state_dict,
+            "args": None,
+            "cfg": {**state["cfg"], "model": argparse.Namespace(**plain.config)},
+        },
         checkpoint,
     )
     converter = FairseqConverter(

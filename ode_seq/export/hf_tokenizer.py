@@ -12,6 +12,7 @@ order), with </s> appended to the source. Batches are right-padded with an atten
     model = M2M100ForConditionalGeneration.from_pretrained(folder)
     print(tokenizer.decode(model.generate(**tokenizer(["a sentence"]))))
 """
+
 from __future__ import annotations
 
 import os

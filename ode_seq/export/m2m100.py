@@ -16,6 +16,7 @@ by (tokens including </s>)^lenpen, and stop a sentence at beam finished hypothes
 difference by design: at the length cap fairseq forces </s>, transformers keeps the hypothesis
 as it is (``max_new_tokens`` = fairseq's ``--max-len-b`` + 1 for the </s>).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,23 +36,38 @@ def check_representable(config: Dict[str, Any], same_dictionary: bool) -> None:
     """NotRepresentable naming the first option of fairseq's model ``config`` M2M100 lacks."""
     c = config.get
     refusals = [
-        (not same_dictionary or not c("share_all_embeddings"), "--share-all-embeddings",
-         "M2M100 has one embedding matrix for source, target and output (train with a joined dictionary)"),
-        (not (c("encoder_normalize_before") and c("decoder_normalize_before")),
-         "--encoder-normalize-before/--decoder-normalize-before", "M2M100's layers are pre-norm"),
+        (
+            not same_dictionary or not c("share_all_embeddings"),
+            "--share-all-embeddings",
+            "M2M100 has one embedding matrix for source, target and output (train with a joined dictionary)",
+        ),
+        (
+            not (c("encoder_normalize_before") and c("decoder_normalize_before")),
+            "--encoder-normalize-before/--decoder-normalize-before",
+            "M2M100's layers are pre-norm",
+        ),
         (c("no_decoder_final_norm"), "--no-decoder-final-norm", "M2M100's decoder ends with a LayerNorm"),
         (c("layernorm_embedding"), "--layernorm-embedding", "M2M100 has no embedding LayerNorm"),
-        (c("encoder_learned_pos") or c("decoder_learned_pos"), "--encoder/decoder-learned-pos",
-         "M2M100's positions are sinusoidal"),
+        (
+            c("encoder_learned_pos") or c("decoder_learned_pos"),
+            "--encoder/decoder-learned-pos",
+            "M2M100's positions are sinusoidal",
+        ),
         (c("no_token_positional_embeddings"), "--no-token-positional-embeddings", "M2M100 adds positions"),
         (c("no_scale_embedding"), "--no-scale-embedding", "M2M100 scales embeddings by sqrt(d) or not at all"),
-        (c("activation_fn", "relu") not in ACTIVATIONS, f"--activation-fn {c('activation_fn')}",
-         f"transformers' M2M100 takes {', '.join(ACTIVATIONS)}"),
+        (
+            c("activation_fn", "relu") not in ACTIVATIONS,
+            f"--activation-fn {c('activation_fn')}",
+            f"transformers' M2M100 takes {', '.join(ACTIVATIONS)}",
+        ),
         (c("cross_self_attention"), "--cross-self-attention", "M2M100 has separate cross-attention"),
         (c("adaptive_softmax_cutoff"), "--adaptive-softmax-cutoff", "M2M100's output is one projection"),
-        (c("decoder_output_dim", c("decoder_embed_dim")) != c("decoder_embed_dim")
-         or c("decoder_input_dim", c("decoder_embed_dim")) != c("decoder_embed_dim"),
-         "--decoder-output-dim/--decoder-input-dim", "M2M100 has no input or output projection"),
+        (
+            c("decoder_output_dim", c("decoder_embed_dim")) != c("decoder_embed_dim")
+            or c("decoder_input_dim", c("decoder_embed_dim")) != c("decoder_embed_dim"),
+            "--decoder-output-dim/--decoder-input-dim",
+            "M2M100 has no input or output projection",
+        ),
     ]
     for refused, option, reason in refusals:
         if refused:
@@ -66,13 +82,24 @@ def m2m100_options(plain: PlainTransformer) -> Dict[str, Any]:
     return dict(
         vocab_size=plain.state_dict["encoder.embed_tokens.weight"].size(0),
         max_position_embeddings=max(c["max_source_positions"], c["max_target_positions"]),
-        encoder_layers=plain.layers[0], decoder_layers=plain.layers[1],
-        encoder_ffn_dim=c["encoder_ffn_embed_dim"], decoder_ffn_dim=c["decoder_ffn_embed_dim"],
-        encoder_attention_heads=c["encoder_attention_heads"], decoder_attention_heads=c["decoder_attention_heads"],
-        d_model=c["encoder_embed_dim"], activation_function=ACTIVATIONS[c.get("activation_fn", "relu")],
-        encoder_layerdrop=0.0, decoder_layerdrop=0.0, dropout=c.get("dropout", 0.0),
-        attention_dropout=c.get("attention_dropout", 0.0), activation_dropout=c.get("activation_dropout", 0.0),
-        scale_embedding=True, bos_token_id=0, pad_token_id=1, eos_token_id=2, decoder_start_token_id=2,
+        encoder_layers=plain.layers[0],
+        decoder_layers=plain.layers[1],
+        encoder_ffn_dim=c["encoder_ffn_embed_dim"],
+        decoder_ffn_dim=c["decoder_ffn_embed_dim"],
+        encoder_attention_heads=c["encoder_attention_heads"],
+        decoder_attention_heads=c["decoder_attention_heads"],
+        d_model=c["encoder_embed_dim"],
+        activation_function=ACTIVATIONS[c.get("activation_fn", "relu")],
+        encoder_layerdrop=0.0,
+        decoder_layerdrop=0.0,
+        dropout=c.get("dropout", 0.0),
+        attention_dropout=c.get("attention_dropout", 0.0),
+        activation_dropout=c.get("activation_dropout", 0.0),
+        scale_embedding=True,
+        bos_token_id=0,
+        pad_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=2,
         tie_word_embeddings=True,
     )
 
@@ -93,9 +120,7 @@ def load_weights(model, plain: PlainTransformer):
     expected = set(model.state_dict()) - {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"}
     state = m2m100_state_dict(plain)
     if set(state) != expected:
-        raise NotRepresentable(
-            f"the model's parameters do not map onto M2M100's: {sorted(set(state) ^ expected)[:3]}"
-        )
+        raise NotRepresentable(f"the model's parameters do not map onto M2M100's: {sorted(set(state) ^ expected)[:3]}")
     model.load_state_dict(state, strict=False)
     return model.eval()
 
@@ -113,9 +138,16 @@ def generation_config(beam: int = 4, lenpen: float = 0.6, max_len_b: int = 200):
     from transformers import GenerationConfig
 
     return GenerationConfig(
-        num_beams=beam, length_penalty=lenpen, early_stopping=True, min_new_tokens=1,
-        max_new_tokens=max_len_b + 1, suppress_tokens=[1], bos_token_id=0, pad_token_id=1,
-        eos_token_id=2, decoder_start_token_id=2,
+        num_beams=beam,
+        length_penalty=lenpen,
+        early_stopping=True,
+        min_new_tokens=1,
+        max_new_tokens=max_len_b + 1,
+        suppress_tokens=[1],
+        bos_token_id=0,
+        pad_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=2,
     )
 
 

@@ -8,6 +8,7 @@ coefficient mode (fixed, learned, learned-shared, free, free-ones, ema) are carr
 of Euler steps becomes M2M100's own layers (:mod:`.plain`). Refused, naming the option: adaptive
 encoders, RK-sublayer blocks, other fields, layer histories, relative positions.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,9 +33,14 @@ AUTO_MAP = {
 
 def is_rk_stack(model, side: str) -> bool:
     """Whether ``side`` of an ODE Transformer takes multi-stage (or adaptive) steps."""
-    return isinstance(model, ODETransformerModel) and model.layer_kind == "standard" and any(
-        not isinstance(b, HistoryBlock) and (not isinstance(b.solver, FixedGridSolver) or b.solver.tableau.stages > 1)
-        for b in getattr(model, side).layers
+    return (
+        isinstance(model, ODETransformerModel)
+        and model.layer_kind == "standard"
+        and any(
+            not isinstance(b, HistoryBlock)
+            and (not isinstance(b.solver, FixedGridSolver) or b.solver.tableau.stages > 1)
+            for b in getattr(model, side).layers
+        )
     )
 
 
@@ -61,8 +67,11 @@ def stack_options(model: ODETransformerModel, side: str) -> Dict[str, Any]:
                 "integrates the residual-branch field of whole blocks"
             )
     solver = blocks[0].solver
-    return {f"{side}_ode_method": solver.method, f"{side}_ode_steps": solver.steps,
-            f"{side}_ode_interval": float(solver.interval)}
+    return {
+        f"{side}_ode_method": solver.method,
+        f"{side}_ode_steps": solver.steps,
+        f"{side}_ode_interval": float(solver.interval),
+    }
 
 
 def rk_transformer(model: ODETransformerModel, args: Any) -> PlainTransformer:

@@ -15,6 +15,7 @@ Anything else (several stages, learned coefficients, another field, a layer hist
 positions, adaptive solvers, stable layers) is refused by :class:`NotRepresentable`, naming the
 option that prevents it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -102,9 +103,7 @@ def _step_weights(block: ODEBlock, step: int) -> Iterator[Tuple[str, Tensor]]:
 
 def check_layer_kind(model: ODETransformerModel, arch: str) -> None:
     if model.layer_kind not in PLAIN_KINDS:
-        raise NotRepresentable(
-            f"the {arch} model has {model.layer_kind} layers, which are not Transformer layers"
-        )
+        raise NotRepresentable(f"the {arch} model has {model.layer_kind} layers, which are not Transformer layers")
 
 
 def stack_layers(model: ODETransformerModel, side: str, arch: str) -> Dict[str, Tensor]:

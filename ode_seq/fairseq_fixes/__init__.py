@@ -6,6 +6,7 @@ applies them once per process and logs which; it refuses a fairseq version they 
 for. Switch fixes off with the environment variable ``ODE_SEQ_DISABLE_FIXES``, a comma-separated
 list of fix names (``ODE_SEQ_DISABLE_FIXES=batch_by_size,ngram_blocking``) or ``all``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,9 +36,18 @@ DISABLE_VARIABLE = "ODE_SEQ_DISABLE_FIXES"
 FIXES: Dict[str, FairseqFix] = {
     fix.name: fix
     for fix in (
-        KeepLastBatch(), NGramBlocking(), CheckpointLoading(), AtomicCheckpointCopy(),
-        CPUDistributedDataParallel(), Bf16WithoutTPU(), PreprocessHint(), RestoreFileMustExist(),
-        SaveDirHint(), ModelLoading(), TorchrunLaunch(), FP16FlatGradsOnCPU(),
+        KeepLastBatch(),
+        NGramBlocking(),
+        CheckpointLoading(),
+        AtomicCheckpointCopy(),
+        CPUDistributedDataParallel(),
+        Bf16WithoutTPU(),
+        PreprocessHint(),
+        RestoreFileMustExist(),
+        SaveDirHint(),
+        ModelLoading(),
+        TorchrunLaunch(),
+        FP16FlatGradsOnCPU(),
     )
 }
 
@@ -53,8 +63,7 @@ def disabled_fixes(setting: str) -> List[str]:
     unknown = [name for name in names if name not in FIXES]
     if unknown:
         raise ValueError(
-            f"{DISABLE_VARIABLE} names unknown fixes {', '.join(unknown)}; the fixes are: "
-            f"{', '.join(FIXES)} (or all)"
+            f"{DISABLE_VARIABLE} names unknown fixes {', '.join(unknown)}; the fixes are: {', '.join(FIXES)} (or all)"
         )
     return names
 
@@ -81,7 +90,9 @@ def apply_fixes() -> List[str]:
             FIXES[name].apply()
         _applied = chosen
         logger.info(
-            "fairseq %s: applied fixes %s%s", fairseq.__version__, ", ".join(chosen) or "none",
+            "fairseq %s: applied fixes %s%s",
+            fairseq.__version__,
+            ", ".join(chosen) or "none",
             f" ({DISABLE_VARIABLE} switched off {', '.join(disabled)})" if disabled else "",
         )
     return list(_applied)

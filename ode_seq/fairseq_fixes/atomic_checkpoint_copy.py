@@ -1,4 +1,5 @@
 """Copies of checkpoints that appear complete or not at all."""
+
 from __future__ import annotations
 
 import os

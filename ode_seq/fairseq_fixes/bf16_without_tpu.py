@@ -1,4 +1,5 @@
 """--bf16 on CPU and CUDA without fairseq's TPU code path."""
+
 from __future__ import annotations
 
 import functools

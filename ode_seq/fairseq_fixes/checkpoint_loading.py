@@ -1,4 +1,5 @@
 """Load fairseq checkpoints under torch's safe unpickler, with errors that name the file."""
+
 from __future__ import annotations
 
 import functools
@@ -21,9 +22,7 @@ def checked_loader(load: Callable) -> Callable:
         try:
             verify_checkpoint_file(path)
         except ValueError as error:
-            raise ValueError(
-                f"{error} (fairseq-train can resume from another one with --restore-file)"
-            ) from None
+            raise ValueError(f"{error} (fairseq-train can resume from another one with --restore-file)") from None
         try:
             return load(path, *args, **kwargs)
         except pickle.UnpicklingError as error:

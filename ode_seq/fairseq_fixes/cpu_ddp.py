@@ -1,4 +1,5 @@
 """Data-parallel training of CPU modules (gloo)."""
+
 from __future__ import annotations
 
 from fairseq.models import distributed_fairseq_model

@@ -1,4 +1,5 @@
 """One named change to fairseq 0.12 (:mod:`ode_seq.fairseq_fixes` applies them)."""
+
 from __future__ import annotations
 
 from typing import ClassVar, Tuple

@@ -1,4 +1,5 @@
 """--fp16 --cpu with fairseq's flat fp32 master copy of the parameters."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Keep the batch fairseq drops when its size is not a multiple of --required-batch-size-multiple."""
+
 from __future__ import annotations
 
 import functools

@@ -1,5 +1,6 @@
 """Refuse models for generation whose results would be silently wrong: non-finite parameters, or a
 translation direction opposite to the one the model was trained for."""
+
 from __future__ import annotations
 
 import functools
@@ -98,9 +99,14 @@ class ModelLoading(FairseqFix):
 
     def apply(self) -> None:
         base = TASK_REGISTRY["translation"]
-        TASK_REGISTRY["translation"] = type(base.__name__, (RecordsLanguagePair, base), {
-            "__module__": __name__, "__doc__": base.__doc__,
-        })
+        TASK_REGISTRY["translation"] = type(
+            base.__name__,
+            (RecordsLanguagePair, base),
+            {
+                "__module__": __name__,
+                "__doc__": base.__doc__,
+            },
+        )
         checkpoint_utils.load_model_ensemble_and_task = checked_ensemble_loader(
             checkpoint_utils.load_model_ensemble_and_task
         )

@@ -1,4 +1,5 @@
 """Make --no-repeat-ngram-size block repeated n-grams on CPU."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Errors for a data directory without a dictionary or a split that say how to make one."""
+
 from __future__ import annotations
 
 import contextlib

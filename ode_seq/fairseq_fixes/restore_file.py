@@ -1,4 +1,5 @@
 """Refuse to train from scratch over an existing run when the checkpoint to resume from is missing."""
+
 from __future__ import annotations
 
 import functools
@@ -28,10 +29,14 @@ def saved_checkpoints(save_dir: str) -> List[str]:
 def check_resume_source(cfg, suffix: str = "") -> None:
     """ValueError unless fairseq-train resumes from the checkpoint the user named, or starts a
     run that cannot overwrite another's checkpoints. ``cfg``: fairseq's CheckpointConfig."""
-    named = [(option, path) for option, path in (
-        ("--restore-file", None if cfg.restore_file == "checkpoint_last.pt" else cfg.restore_file),
-        ("--continue-once", getattr(cfg, "continue_once", None)),
-    ) if path]
+    named = [
+        (option, path)
+        for option, path in (
+            ("--restore-file", None if cfg.restore_file == "checkpoint_last.pt" else cfg.restore_file),
+            ("--continue-once", getattr(cfg, "continue_once", None)),
+        )
+        if path
+    ]
     for option, path in named:
         if option == "--restore-file" and suffix:
             path = path.replace(".pt", suffix + ".pt")
@@ -40,14 +45,15 @@ def check_resume_source(cfg, suffix: str = "") -> None:
                 f"{option} {path} is a directory; name a checkpoint file, e.g. "
                 f"{os.path.join(path, 'checkpoint_last.pt')} (nothing was trained or written)"
             )
-        if option == "--continue-once" and os.path.exists(
-            os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")
-        ):
+        if option == "--continue-once" and os.path.exists(os.path.join(cfg.save_dir, f"checkpoint_last{suffix}.pt")):
             continue  # fairseq resumes from checkpoint_last.pt and ignores --continue-once
         if not os.path.exists(path):
             in_save_dir = os.path.join(cfg.save_dir, path)
-            hint = (f" (the path is not relative to --save-dir: did you mean {in_save_dir}?)"
-                    if not os.path.isabs(path) and os.path.isfile(in_save_dir) else "")
+            hint = (
+                f" (the path is not relative to --save-dir: did you mean {in_save_dir}?)"
+                if not os.path.isabs(path) and os.path.isfile(in_save_dir)
+                else ""
+            )
             raise ValueError(
                 f"{option} {path} does not exist{hint}: fairseq-train would train from scratch into "
                 f"--save-dir {cfg.save_dir} (nothing was trained or written). Name an existing "

@@ -1,4 +1,5 @@
 """An error for a --save-dir that cannot hold checkpoints that says which option to change."""
+
 from __future__ import annotations
 
 import functools
@@ -33,6 +34,4 @@ class SaveDirHint(FairseqFix):
     name = "save_dir"
 
     def apply(self) -> None:
-        checkpoint_utils.verify_checkpoint_directory = naming_save_dir(
-            checkpoint_utils.verify_checkpoint_directory
-        )
+        checkpoint_utils.verify_checkpoint_directory = naming_save_dir(checkpoint_utils.verify_checkpoint_directory)

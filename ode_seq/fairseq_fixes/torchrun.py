@@ -1,4 +1,5 @@
 """Processes started by torchrun join one data-parallel training, on CPUs (gloo) and GPUs (NCCL)."""
+
 from __future__ import annotations
 
 import functools

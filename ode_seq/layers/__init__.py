@@ -11,6 +11,7 @@
 
 Importing the package registers every layer kind in ``LAYER_KINDS``.
 """
+
 from . import stable, time_dependent  # noqa: F401  (registers the layer kinds)
 from .blocks import LAYER_KINDS, BlockSpec, DecoderBlock, EncoderBlock, ODEBlock, ode_blocks, register_layer_kind
 from .kind import LayerKind

@@ -1,5 +1,6 @@
 """Shared pieces of ode-seq's fairseq attention variants: the key/value cache, masking logits
 and combining heads."""
+
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -43,9 +44,7 @@ def cached_keys_values(
     return k, v, key_padding_mask
 
 
-def masked_logits(
-    logits: Tensor, attn_mask: Optional[Tensor], key_padding_mask: Optional[Tensor], bsz: int
-) -> Tensor:
+def masked_logits(logits: Tensor, attn_mask: Optional[Tensor], key_padding_mask: Optional[Tensor], bsz: int) -> Tensor:
     """Logits (B·H, T, S) plus the additive ``attn_mask`` (T, S), −inf at padded keys (B, S)."""
     if attn_mask is not None:
         logits = logits + attn_mask.unsqueeze(0)

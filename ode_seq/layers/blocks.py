@@ -14,6 +14,7 @@ into an ODE model (only the coefficient parameters are new). Every block is buil
 ``Block(cfg, BlockSpec(...))``; a layer kind (:mod:`.kind`) changes what the layer is made of,
 and :func:`register_layer_kind` makes its encoder and decoder classes.
 """
+
 from __future__ import annotations
 
 import collections
@@ -169,13 +170,9 @@ class EncoderBlock(ODEBlock, TransformerEncoderLayerBase):
 
     side = "encoder"
 
-    def field(
-        self, z: Tensor, encoder_padding_mask: Optional[Tensor], attn_mask: Optional[Tensor] = None
-    ) -> Tensor:
+    def field(self, z: Tensor, encoder_padding_mask: Optional[Tensor], attn_mask: Optional[Tensor] = None) -> Tensor:
         """F(z) with the layer's current weights."""
-        _, k = self.run_recording(
-            lambda: TransformerEncoderLayerBase.forward(self, z, encoder_padding_mask, attn_mask)
-        )
+        _, k = self.run_recording(lambda: TransformerEncoderLayerBase.forward(self, z, encoder_padding_mask, attn_mask))
         return k
 
     def vector_field(
@@ -224,9 +221,7 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
 
     def field(self, z: Tensor, **layer_inputs: Any):
         """(F(z), attention) with the layer's current weights."""
-        (_, attn, _), k = self.run_recording(
-            lambda: TransformerDecoderLayerBase.forward(self, z, **layer_inputs)
-        )
+        (_, attn, _), k = self.run_recording(lambda: TransformerDecoderLayerBase.forward(self, z, **layer_inputs))
         return k, attn
 
     def vector_field(
@@ -241,9 +236,7 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
     ) -> Union[VectorField, SplitField]:
         """F at (step, stage) with that stage's cache; appends each attention to ``attentions``."""
         if prev_self_attn_state is not None or prev_attn_state is not None:
-            raise ValueError(
-                "ODE decoder blocks keep one cache per stage and cannot take prev_*_attn_state"
-            )
+            raise ValueError("ODE decoder blocks keep one cache per stage and cannot take prev_*_attn_state")
         shared = self.encoder_attn if self.share_cross_attention else None
 
         def state(step: int, stage: int) -> Optional[IncrementalState]:
@@ -253,16 +246,22 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
 
         if self.spec.scope == "sublayer":
             sublayers = decoder_sublayers(
-                self, encoder_out, encoder_padding_mask,
-                attentions if attentions is not None else [], **layer_inputs,
+                self,
+                encoder_out,
+                encoder_padding_mask,
+                attentions if attentions is not None else [],
+                **layer_inputs,
             )
             return SplitField(tuple(self._timed(f, state) for f in sublayers))
 
         def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
             self.at_time(t)
             k, attn = self.field(
-                z, encoder_out=encoder_out, encoder_padding_mask=encoder_padding_mask,
-                incremental_state=state(step, stage), **layer_inputs,
+                z,
+                encoder_out=encoder_out,
+                encoder_padding_mask=encoder_padding_mask,
+                incremental_state=state(step, stage),
+                **layer_inputs,
             )
             if attn is not None and attentions is not None:
                 attentions.append(attn)
@@ -276,12 +275,16 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
         attn = torch.stack(attentions).mean(dim=0) if attentions else None
         return y, attn, None
 
-    def reorder_incremental_state(
-        self, incremental_state: IncrementalState, new_order: Tensor
-    ) -> None:
+    def reorder_incremental_state(self, incremental_state: IncrementalState, new_order: Tensor) -> None:
         reorder_stage_states(
-            self, incremental_state, self.solver.steps, self.solver.tableau.stages,
-            self.self_attn, self.encoder_attn, new_order, self.share_cross_attention,
+            self,
+            incremental_state,
+            self.solver.steps,
+            self.solver.tableau.stages,
+            self.self_attn,
+            self.encoder_attn,
+            new_order,
+            self.share_cross_attention,
         )
 
 
@@ -302,9 +305,7 @@ class BlockClasses:
         return self.encoder if side == "encoder" else self.decoder
 
 
-LAYER_KINDS: Dict[str, BlockClasses] = {
-    "standard": BlockClasses(LayerKind, EncoderBlock, DecoderBlock)
-}
+LAYER_KINDS: Dict[str, BlockClasses] = {"standard": BlockClasses(LayerKind, EncoderBlock, DecoderBlock)}
 
 
 def register_layer_kind(name: str) -> Callable[[type], type]:

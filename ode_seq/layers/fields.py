@@ -18,6 +18,7 @@ is then exactly a pre-norm layer whose output projections are scaled by h.
 
 Dropout masks are drawn afresh at every call, i.e. at every Runge–Kutta stage.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Tuple
@@ -61,7 +62,8 @@ class LayerField:
         if self.relative_positions == 0:
             return super().build_self_attention(embed_dim, cfg, *args, **kwargs)
         return RelativePositionSelfAttention(
-            embed_dim, getattr(cfg, self.side).attention_heads,
+            embed_dim,
+            getattr(cfg, self.side).attention_heads,
             max_relative_position=self.relative_positions,
             dropout=cfg.attention_dropout,
         )

@@ -5,6 +5,7 @@ hooks (``build_self_attention``, ``build_fc1``, …) and the hooks below, and is
 with :func:`.blocks.register_layer_kind`, which makes its encoder and decoder block classes.
 The standard kind is :class:`LayerKind` itself.
 """
+
 from __future__ import annotations
 
 from typing import Any, ClassVar, Optional, Tuple

@@ -8,6 +8,7 @@ History states: h_0 = the embedding output, h_l = LN_l(y_l) for the output y_l o
 and the stack's output is x_L. ``dense`` fixes W_lj = 1/(l+1); ``learnable_dense`` trains W,
 initialised to the same lower-triangular average.
 """
+
 from __future__ import annotations
 
 from typing import Any, Dict, List
@@ -25,9 +26,7 @@ class LayerHistory(nn.Module):
     def __init__(self, kind: str, num_blocks: int, embed_dim: int, normalize_before: bool) -> None:
         super().__init__()
         if kind not in HISTORY_TYPES[1:]:
-            raise ValueError(
-                f"unknown layer history {kind!r}; choose one of: {', '.join(HISTORY_TYPES)}"
-            )
+            raise ValueError(f"unknown layer history {kind!r}; choose one of: {', '.join(HISTORY_TYPES)}")
         self.normalize_before = normalize_before
         self.layer_norms = nn.ModuleList(LayerNorm(embed_dim) for _ in range(num_blocks))
         average = torch.ones(num_blocks + 1, num_blocks + 1).tril()
@@ -45,9 +44,7 @@ class LayerHistory(nn.Module):
     def push(self, block_output: Tensor) -> None:
         """Store h_l for the output of block l (l ≥ 1 counts the embedding as 0)."""
         l = len(self._states)
-        self._states.append(
-            self.layer_norms[l - 1](block_output) if self.normalize_before else block_output
-        )
+        self._states.append(self.layer_norms[l - 1](block_output) if self.normalize_before else block_output)
 
     def read(self) -> Tensor:
         """x_l = Σ_{j ≤ l} W_lj h_j for the newest l."""

@@ -6,6 +6,7 @@ y_1 … y_{N−1} are the stage-1 inputs of steps 2 … N and y_N is what the so
 run one after another, so block b's states lie at times Σ_{b'<b} T_b' + n·h. Stable blocks also
 report their self-attention probabilities at every field evaluation, with the solver step.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -5,6 +5,7 @@
 Query i sits at absolute position (S − T + i) when T queries attend to S keys, so the same
 formula serves full sequences and incremental decoding with a key/value cache.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Tuple
@@ -21,9 +22,7 @@ from .stage_caches import IncrementalState
 class RelativePositionSelfAttention(MultiheadAttention):
     """fairseq's self-attention (same projections and cache format) plus relative keys."""
 
-    def __init__(
-        self, embed_dim: int, num_heads: int, max_relative_position: int, dropout: float = 0.0
-    ) -> None:
+    def __init__(self, embed_dim: int, num_heads: int, max_relative_position: int, dropout: float = 0.0) -> None:
         super().__init__(embed_dim, num_heads, dropout=dropout, self_attention=True)
         self.max_relative_position = max_relative_position
         self.relative_keys = nn.Embedding(2 * max_relative_position + 1, self.head_dim)

@@ -5,6 +5,7 @@ so each (step, stage) keeps its own self-attention key/value cache: ``incrementa
 one nested dictionary per (step, stage) under the block's key. Cross-attention keys/values
 depend only on the encoder output; (0, 0) computes them and every other stage reuses them.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional
@@ -34,9 +35,7 @@ def stage_state(
         state = {}
         owner.set_incremental_state(incremental_state, key, state)
     if (step, stage) != (0, 0) and cross_attention is not None:
-        shared = cross_attention.get_incremental_state(
-            stage_state(owner, incremental_state, 0, 0, None), "attn_state"
-        )
+        shared = cross_attention.get_incremental_state(stage_state(owner, incremental_state, 0, 0, None), "attn_state")
         if shared is not None:
             cross_attention.set_incremental_state(state, "attn_state", shared)
     return state

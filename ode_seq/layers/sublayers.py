@@ -14,6 +14,7 @@ for each sublayer of a pre-norm layer without its optional extras (``--scale-att
 ``--scale-fc``, ``--scale-heads``, ``--scale-resids``, ``--cross-self-attention``), which
 :func:`check_sublayer_layer` refuses.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
@@ -61,7 +62,11 @@ def encoder_sublayers(
             mask = mask.masked_fill(mask.to(torch.bool), -1e8 if z.dtype == torch.float32 else -1e4)
         u = layer.self_attn_layer_norm(z)
         a, _ = layer.self_attn(
-            query=u, key=u, value=u, key_padding_mask=encoder_padding_mask, need_weights=False,
+            query=u,
+            key=u,
+            value=u,
+            key_padding_mask=encoder_padding_mask,
+            need_weights=False,
             attn_mask=mask,
         )
         return layer.dropout_module(a)
@@ -86,16 +91,26 @@ def decoder_sublayers(
     def self_attention(z: Tensor, state: Optional[Any]) -> Tensor:
         u = layer.self_attn_layer_norm(z)
         a, _ = layer.self_attn(
-            query=u, key=u, value=u, key_padding_mask=self_attn_padding_mask,
-            incremental_state=state, need_weights=False, attn_mask=self_attn_mask,
+            query=u,
+            key=u,
+            value=u,
+            key_padding_mask=self_attn_padding_mask,
+            incremental_state=state,
+            need_weights=False,
+            attn_mask=self_attn_mask,
         )
         return layer.dropout_module(a)
 
     def cross_attention(z: Tensor, state: Optional[Any]) -> Tensor:
         u = layer.encoder_attn_layer_norm(z)
         c, attn = layer.encoder_attn(
-            query=u, key=encoder_out, value=encoder_out, key_padding_mask=encoder_padding_mask,
-            incremental_state=state, static_kv=True, need_weights=need_weights,
+            query=u,
+            key=encoder_out,
+            value=encoder_out,
+            key_padding_mask=encoder_padding_mask,
+            incremental_state=state,
+            static_kv=True,
+            need_weights=need_weights,
             need_head_weights=need_head_weights,
         )
         if attn is not None:

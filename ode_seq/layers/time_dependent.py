@@ -11,6 +11,7 @@ solver's nodes are c = (1,)); a multi-stage method evaluates stage i at its own 
 The layer's own parameters are removed; before every stage the weights θ(τ) are installed into
 it (:mod:`.time_weights`), so fairseq's unchanged layer code runs with time-dependent weights.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,20 +36,21 @@ class TimeConfig:
     features: int = option(128, "sinusoid pairs in φ(τ)", metavar="S")
     hidden_dim: int = option(128, "width of the time MLP", metavar="H")
     weights: str = option(
-        "paper", "θ(τ) form: paper (c + A e(τ)) or low-rank (W0 + U diag(B e(τ)) Vᵀ)",
+        "paper",
+        "θ(τ) form: paper (c + A e(τ)) or low-rank (W0 + U diag(B e(τ)) Vᵀ)",
         choices=TIME_FORMS,
     )
     rank: int = option(8, "rank r of the low-rank form", metavar="R")
     network: str = option(
-        "per-block", "time networks e(tau): per-block (one MLP for all of a layer's weights) or "
-        "per-weight (one MLP per Linear and LayerNorm, as the official code)", choices=TIME_NETWORKS,
+        "per-block",
+        "time networks e(tau): per-block (one MLP for all of a layer's weights) or "
+        "per-weight (one MLP per Linear and LayerNorm, as the official code)",
+        choices=TIME_NETWORKS,
     )
 
     def validate(self) -> None:
         if min(self.embed_dim, self.features, self.hidden_dim, self.rank) < 1:
-            raise ValueError(
-                "--time-embed-dim, --time-features, --time-hidden-dim and --time-rank must be positive"
-            )
+            raise ValueError("--time-embed-dim, --time-features, --time-hidden-dim and --time-rank must be positive")
         check_choice("--time-weights", self.weights, TIME_FORMS)
         check_choice("--time-network", self.network, TIME_NETWORKS)
 
@@ -95,7 +97,10 @@ class TimeDependentLayer(LayerKind):
         if time.network == "per-block":
             self.time_embedding = TimeEmbedding(*network)
         self.theta = TimeDependentWeights(
-            template, time.embed_dim, time.weights, time.rank,
+            template,
+            time.embed_dim,
+            time.weights,
+            time.rank,
             networks=network if time.network == "per-weight" else None,
         )
         for name, p in own:

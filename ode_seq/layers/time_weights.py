@@ -22,6 +22,7 @@ Two choices of time network (the MLP giving e(τ)):
 
 A network costs (2s + 1)·H + H + H·d_e + d_e parameters (H: its hidden width).
 """
+
 from __future__ import annotations
 
 import math

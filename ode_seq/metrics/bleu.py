@@ -20,6 +20,7 @@ Command line (`examples/translation/score.sh` wraps it):
         [--paired BASELINE_HYP [--paired-samples 1000] [--paired-seed 12345]] [--json OUT]
 Inputs are validated before anything is scored or written; see `BleuInputError`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,16 @@ from sacrebleu.significance import PairedTest, Result
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
 from ode_seq.output_files import check_output_file
+
 from .paired_bootstrap import (
-    DEFAULT_SAMPLES, DEFAULT_SEED, Comparison, Estimate, PairedInputError, PairedReport,
-    add_paired_arguments, check_same_length,
+    DEFAULT_SAMPLES,
+    DEFAULT_SEED,
+    Comparison,
+    Estimate,
+    PairedInputError,
+    PairedReport,
+    add_paired_arguments,
+    check_same_length,
 )
 
 COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
@@ -73,10 +81,11 @@ class BleuReport:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "tokenised_compound_split": {"score": self.tokenised.score,
-                                         "verbose": str(self.tokenised)},
-            "sacrebleu": {name: {"score": s.score, "signature": self.signatures[name],
-                                 "verbose": str(s)} for name, s in self.detokenised.items()},
+            "tokenised_compound_split": {"score": self.tokenised.score, "verbose": str(self.tokenised)},
+            "sacrebleu": {
+                name: {"score": s.score, "signature": self.signatures[name], "verbose": str(s)}
+                for name, s in self.detokenised.items()
+            },
         }
 
 
@@ -120,8 +129,9 @@ def tokenised_metric() -> BLEU:
 
 def tokenised_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BLEUScore:
     """Unsmoothed corpus BLEU on whitespace tokens after compound splitting (multi-bleu.perl)."""
-    return tokenised_metric().corpus_score([compound_split(h) for h in hypotheses],
-                                           [[compound_split(r) for r in references]])
+    return tokenised_metric().corpus_score(
+        [compound_split(h) for h in hypotheses], [[compound_split(r) for r in references]]
+    )
 
 
 def both_forms(hypotheses: Sequence[str], lang: str, tokenised: bool) -> tuple[list[str], list[str]]:
@@ -135,8 +145,9 @@ def both_forms(hypotheses: Sequence[str], lang: str, tokenised: bool) -> tuple[l
     return moses_tokenise(hypotheses, lang), list(hypotheses)
 
 
-def score(hypotheses: Sequence[str], references: Sequence[str], lang: str,
-          hypotheses_tokenised: bool = False) -> BleuReport:
+def score(
+    hypotheses: Sequence[str], references: Sequence[str], lang: str, hypotheses_tokenised: bool = False
+) -> BleuReport:
     """Score hypotheses against detokenised references (see `both_forms`)."""
     if len(hypotheses) != len(references):
         raise BleuInputError(f"{len(hypotheses)} hypotheses but {len(references)} references")
@@ -146,12 +157,17 @@ def score(hypotheses: Sequence[str], references: Sequence[str], lang: str,
         metric = BLEU(tokenize=name)
         detokenised[name] = metric.corpus_score(plain_hyps, [list(references)])
         signatures[name] = str(metric.get_signature())
-    return BleuReport(tokenised_bleu(tokenised_hyps, moses_tokenise(references, lang)),
-                      detokenised, signatures)
+    return BleuReport(tokenised_bleu(tokenised_hyps, moses_tokenise(references, lang)), detokenised, signatures)
 
 
-def sacrebleu_paired_bs(metric: BLEU, hypotheses: Sequence[str], baseline: Sequence[str],
-                        references: Sequence[str], n_samples: int, seed: int) -> tuple[Result, Result, str]:
+def sacrebleu_paired_bs(
+    metric: BLEU,
+    hypotheses: Sequence[str],
+    baseline: Sequence[str],
+    references: Sequence[str],
+    n_samples: int,
+    seed: int,
+) -> tuple[Result, Result, str]:
     """sacreBLEU's paired bootstrap: (system result, baseline result, signature with bs and seed).
 
     PairedTest reads its seed from the environment variable SACREBLEU_SEED when it is built.
@@ -159,8 +175,13 @@ def sacrebleu_paired_bs(metric: BLEU, hypotheses: Sequence[str], baseline: Seque
     previous = os.environ.get("SACREBLEU_SEED")
     os.environ["SACREBLEU_SEED"] = str(seed)
     try:
-        test = PairedTest([("baseline", list(baseline)), ("system", list(hypotheses))], {"BLEU": metric},
-                          [list(references)], test_type="bs", n_samples=n_samples)
+        test = PairedTest(
+            [("baseline", list(baseline)), ("system", list(hypotheses))],
+            {"BLEU": metric},
+            [list(references)],
+            test_type="bs",
+            n_samples=n_samples,
+        )
     finally:
         if previous is None:
             del os.environ["SACREBLEU_SEED"]
@@ -174,16 +195,25 @@ def sacrebleu_paired_bs(metric: BLEU, hypotheses: Sequence[str], baseline: Seque
 
 def _comparison(metric: str, system: Result, baseline: Result, identical: bool) -> Comparison:
     """Our Comparison from sacreBLEU's results; identical outputs get p = 1 (see paired_bootstrap)."""
-    return Comparison(metric, Estimate(float(system.score), float(system.mean), float(system.ci)),
-                      Estimate(float(baseline.score), float(baseline.mean), float(baseline.ci)),
-                      1.0 if identical else float(system.p_value))
+    return Comparison(
+        metric,
+        Estimate(float(system.score), float(system.mean), float(system.ci)),
+        Estimate(float(baseline.score), float(baseline.mean), float(baseline.ci)),
+        1.0 if identical else float(system.p_value),
+    )
 
 
-def paired_test(hypotheses: Sequence[str], baseline: Sequence[str], references: Sequence[str], lang: str,
-                hypotheses_tokenised: bool = False, n_samples: int = DEFAULT_SAMPLES,
-                seed: int = DEFAULT_SEED, names: tuple[str, str] = ("system", "baseline"),
-                tokenizers: Sequence[str] = (TOKENISED_METRIC, *DETOKENISED_TOKENIZERS),
-                ) -> tuple[PairedReport, dict[str, str]]:
+def paired_test(
+    hypotheses: Sequence[str],
+    baseline: Sequence[str],
+    references: Sequence[str],
+    lang: str,
+    hypotheses_tokenised: bool = False,
+    n_samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+    names: tuple[str, str] = ("system", "baseline"),
+    tokenizers: Sequence[str] = (TOKENISED_METRIC, *DETOKENISED_TOKENIZERS),
+) -> tuple[PairedReport, dict[str, str]]:
     """sacreBLEU's paired bootstrap of hypotheses against a baseline for each BLEU of `score`
     (`tokenizers` picks them), with the signatures; both outputs are prepared as in `score`."""
     check_same_length(hypotheses, baseline, names[0], names[1])
@@ -193,12 +223,15 @@ def paired_test(hypotheses: Sequence[str], baseline: Sequence[str], references: 
     comparisons, signatures = [], {}
     for name in tokenizers:
         if name == TOKENISED_METRIC:
-            split = [[compound_split(line) for line in lines] for lines in
-                     (system_forms[0], baseline_forms[0], moses_tokenise(references, lang))]
+            split = [
+                [compound_split(line) for line in lines]
+                for lines in (system_forms[0], baseline_forms[0], moses_tokenise(references, lang))
+            ]
             system, base, signature = sacrebleu_paired_bs(tokenised_metric(), *split, n_samples, seed)
         else:
             system, base, signature = sacrebleu_paired_bs(
-                BLEU(tokenize=name), system_forms[1], baseline_forms[1], references, n_samples, seed)
+                BLEU(tokenize=name), system_forms[1], baseline_forms[1], references, n_samples, seed
+            )
             name = f"sacreBLEU {name}"
         comparisons.append(_comparison(name, system, base, list(hypotheses) == list(baseline)))
         signatures[name] = signature
@@ -214,8 +247,10 @@ def read_text_lines(path: Path, role: str, allow_empty: bool = False) -> list[st
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line_number = data[: err.start].count(b"\n") + 1
-        raise BleuInputError(f"{role} file {path} is not UTF-8: byte {data[err.start]:#04x} on "
-                             f"line {line_number}; re-encode it, e.g. iconv -t UTF-8") from None
+        raise BleuInputError(
+            f"{role} file {path} is not UTF-8: byte {data[err.start]:#04x} on "
+            f"line {line_number}; re-encode it, e.g. iconv -t UTF-8"
+        ) from None
     lines = text.replace("\r\n", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -223,8 +258,10 @@ def read_text_lines(path: Path, role: str, allow_empty: bool = False) -> list[st
         raise BleuInputError(f"{role} file {path} is empty")
     empty = [i + 1 for i, line in enumerate(lines) if not line.strip()]
     if empty and not allow_empty:
-        raise BleuInputError(f"{role} file {path} has {len(empty)} empty line(s), first at line "
-                             f"{_shorten(empty)}; every line must hold one segment")
+        raise BleuInputError(
+            f"{role} file {path} has {len(empty)} empty line(s), first at line "
+            f"{_shorten(empty)}; every line must hold one segment"
+        )
     return lines
 
 
@@ -254,7 +291,8 @@ def read_fairseq_hypotheses(path: Path, count: int, field: str = "H") -> list[st
     if missing:
         raise BleuInputError(
             f"{path}: no {field}- line for {len(missing)} of {count} sentences, ids {_shorten(missing)}; "
-            "fairseq-generate skipped them (too long for --max-positions, or the run stopped early)")
+            "fairseq-generate skipped them (too long for --max-positions, or the run stopped early)"
+        )
     return [by_id[i] for i in range(count)]
 
 
@@ -283,22 +321,29 @@ def read_hypotheses(path: Path, role: str, references: list[str], args: argparse
         return read_fairseq_hypotheses(path, len(references), args.fairseq_field)
     hypotheses = read_text_lines(path, role)
     if len(hypotheses) != len(references):
-        raise BleuInputError(f"{role} file {path} has {len(hypotheses)} lines but "
-                             f"reference file {args.ref} has {len(references)}")
+        raise BleuInputError(
+            f"{role} file {path} has {len(hypotheses)} lines but reference file {args.ref} has {len(references)}"
+        )
     return hypotheses
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m ode_seq.metrics.bleu") -> int:
     parser = argparse.ArgumentParser(prog=prog, description="Tokenised (compound-split) BLEU and sacreBLEU.")
-    parser.add_argument("--hyp", type=Path, required=True, help="hypotheses, one per line, or "
-                        "fairseq-generate output with --hyp-format fairseq")
+    parser.add_argument(
+        "--hyp",
+        type=Path,
+        required=True,
+        help="hypotheses, one per line, or fairseq-generate output with --hyp-format fairseq",
+    )
     parser.add_argument("--ref", type=Path, required=True, help="detokenised references, one per line")
     parser.add_argument("--lang", required=True, help="target language code for Moses (de, fr, es, …)")
     parser.add_argument("--hyp-format", choices=("plain", "fairseq"), default="plain")
-    parser.add_argument("--fairseq-field", choices=("H", "D"), default="H",
-                        help="which fairseq-generate lines hold the hypotheses")
-    parser.add_argument("--hyp-tokenized", action="store_true",
-                        help="hypotheses are Moses-tokenised (e.g. H- lines after --remove-bpe)")
+    parser.add_argument(
+        "--fairseq-field", choices=("H", "D"), default="H", help="which fairseq-generate lines hold the hypotheses"
+    )
+    parser.add_argument(
+        "--hyp-tokenized", action="store_true", help="hypotheses are Moses-tokenised (e.g. H- lines after --remove-bpe)"
+    )
     parser.add_argument("--json", type=Path, help="also write the scores here (atomically)")
     add_paired_arguments(parser)
     args = parser.parse_args(argv)
@@ -310,17 +355,27 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m ode_seq.metri
         report = score(hypotheses, references, args.lang, args.hyp_tokenized)
         if args.paired:
             baseline = read_hypotheses(Path(args.paired), "baseline hypothesis", references, args)
-            paired, signatures = paired_test(hypotheses, baseline, references, args.lang,
-                                             args.hyp_tokenized, args.paired_samples, args.paired_seed,
-                                             (str(args.hyp), args.paired))
+            paired, signatures = paired_test(
+                hypotheses,
+                baseline,
+                references,
+                args.lang,
+                args.hyp_tokenized,
+                args.paired_samples,
+                args.paired_seed,
+                (str(args.hyp), args.paired),
+            )
     except (BleuInputError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print("\n".join(report.lines()))
     payload = report.as_dict()
     if args.paired:
-        print("\n".join(["", *paired.lines(), *(f"  {name} signature: {signature}"
-                                                 for name, signature in signatures.items())]))
+        print(
+            "\n".join(
+                ["", *paired.lines(), *(f"  {name} signature: {signature}" for name, signature in signatures.items())]
+            )
+        )
         payload["paired"] = {**paired.as_dict(), "signatures": signatures}
     if args.json:
         write_json_atomically(args.json, payload)

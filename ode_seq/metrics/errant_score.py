@@ -19,6 +19,7 @@ scores it (its choice of annotator included: see `choice_key`).
         [--cat {1,2,3}] [--beta 0.5] [--tok] [--hyp-m2-out HYP.m2] [--model NAME]
         [--paired BASELINE [--paired-samples 1000] [--paired-seed 12345]]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,13 +68,20 @@ def load_annotator(model: str = DEFAULT_SPACY_MODEL):
     return errant.load("en", nlp)
 
 
-def parallel_to_m2(annotator, originals: Sequence[str], corrections: Sequence[Sequence[str]],
-                   tokenise: bool = False, levenshtein: bool = False, merge: str = "rules") -> List[str]:
+def parallel_to_m2(
+    annotator,
+    originals: Sequence[str],
+    corrections: Sequence[Sequence[str]],
+    tokenise: bool = False,
+    levenshtein: bool = False,
+    merge: str = "rules",
+) -> List[str]:
     """M2 blocks (no trailing blank line) for ``originals`` with one correction file per annotator id."""
     for annotator_id, corrected in enumerate(corrections):
         if len(corrected) != len(originals):
-            raise ValueError(f"correction set {annotator_id} has {len(corrected)} lines for "
-                             f"{len(originals)} original lines")
+            raise ValueError(
+                f"correction set {annotator_id} has {len(corrected)} lines for {len(originals)} original lines"
+            )
     blocks = []
     for index, original_line in enumerate(originals):
         original_text = original_line.strip()
@@ -99,8 +107,18 @@ def split_m2_blocks(text: str) -> List[str]:
 
 def compare_args(beta: float = 0.5, category_level: Optional[int] = None) -> argparse.Namespace:
     """The options errant's ``compare_m2`` functions read: span-based correction (``-cs``)."""
-    return argparse.Namespace(beta=beta, verbose=False, dt=False, ds=False, cs=True, cse=False,
-                              single=False, multi=False, filt=[], cat=category_level)
+    return argparse.Namespace(
+        beta=beta,
+        verbose=False,
+        dt=False,
+        ds=False,
+        cs=True,
+        cse=False,
+        single=False,
+        multi=False,
+        filt=[],
+        cat=category_level,
+    )
 
 
 def compare(hypothesis_blocks: Sequence[str], reference_blocks: Sequence[str], beta: float = 0.5) -> ErrantScore:
@@ -108,8 +126,10 @@ def compare(hypothesis_blocks: Sequence[str], reference_blocks: Sequence[str], b
     from errant.commands import compare_m2
 
     if len(hypothesis_blocks) != len(reference_blocks):
-        raise ValueError(f"{len(hypothesis_blocks)} hypothesis M2 blocks for {len(reference_blocks)} "
-                         f"reference blocks: both must come from the same original sentences")
+        raise ValueError(
+            f"{len(hypothesis_blocks)} hypothesis M2 blocks for {len(reference_blocks)} "
+            f"reference blocks: both must come from the same original sentences"
+        )
     args = compare_args(beta)
     best = Counter({"tp": 0, "fp": 0, "fn": 0})
     categories: Dict[str, List[int]] = {}
@@ -117,12 +137,20 @@ def compare(hypothesis_blocks: Sequence[str], reference_blocks: Sequence[str], b
         hypothesis_edits = compare_m2.process_edits(compare_m2.simplify_edits(hypothesis), args)
         reference_edits = compare_m2.process_edits(compare_m2.simplify_edits(reference), args)
         counts, sentence_categories = compare_m2.evaluate_edits(
-            hypothesis_edits, reference_edits, best, number, hypothesis[2:].split("\nA")[0], args)
+            hypothesis_edits, reference_edits, best, number, hypothesis[2:].split("\nA")[0], args
+        )
         best += Counter(counts)
         categories = compare_m2.merge_dict(categories, sentence_categories)
     precision, recall, f_score = compare_m2.computeFScore(best["tp"], best["fp"], best["fn"], beta)
-    return ErrantScore(best["tp"], best["fp"], best["fn"], precision, recall, f_score,
-                       {name: tuple(counts) for name, counts in categories.items()})
+    return ErrantScore(
+        best["tp"],
+        best["fp"],
+        best["fn"],
+        precision,
+        recall,
+        f_score,
+        {name: tuple(counts) for name, counts in categories.items()},
+    )
 
 
 def candidate_counts(hypothesis_blocks: Sequence[str], reference_blocks: Sequence[str]) -> gec_bootstrap.Candidates:
@@ -132,10 +160,16 @@ def candidate_counts(hypothesis_blocks: Sequence[str], reference_blocks: Sequenc
     args = compare_args()
     per_sentence = []
     for hypothesis, reference in zip(hypothesis_blocks, reference_blocks):
-        hypothesis_edits, reference_edits = (compare_m2.process_edits(compare_m2.simplify_edits(block), args)
-                                             for block in (hypothesis, reference))
-        per_sentence.append([compare_m2.compareEdits(hypothesis_edits[h], reference_edits[r])[:3]
-                             for h in hypothesis_edits for r in reference_edits])
+        hypothesis_edits, reference_edits = (
+            compare_m2.process_edits(compare_m2.simplify_edits(block), args) for block in (hypothesis, reference)
+        )
+        per_sentence.append(
+            [
+                compare_m2.compareEdits(hypothesis_edits[h], reference_edits[r])[:3]
+                for h in hypothesis_edits
+                for r in reference_edits
+            ]
+        )
     return gec_bootstrap.Candidates.from_lists(per_sentence)
 
 
@@ -143,7 +177,7 @@ def python_round(values: np.ndarray, digits: int) -> np.ndarray:
     """Python's ``round(x, digits)`` element-wise: numpy's rounding of x·10^digits agrees with it
     except next to a tie, where Python's exact decimal rounding is used."""
     rounded = np.round(values, digits)
-    scaled = values * 10.0 ** digits
+    scaled = values * 10.0**digits
     near_tie = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
     rounded[near_tie] = [round(float(value), digits) for value in values[near_tie]]
     return rounded
@@ -152,28 +186,44 @@ def python_round(values: np.ndarray, digits: int) -> np.ndarray:
 def choice_key(beta: float) -> gec_bootstrap.Key:
     """errant's ``evaluate_edits`` criterion, vectorised: F_β of the running totals as its
     ``computeFScore`` gives it (rounded to 4 places), then more TP, fewer FP, fewer FN."""
+
     def key(running: np.ndarray, candidate: np.ndarray) -> Tuple[np.ndarray, ...]:
         tp, fp, fn = (running[:, i].astype(np.float64) for i in range(3))
         precision = np.where(fp != 0, tp / np.where(fp != 0, tp + fp, 1), 1.0)
         recall = np.where(fn != 0, tp / np.where(fn != 0, tp + fn, 1), 1.0)
         total = precision + recall
-        f_score = np.where(total != 0, (1 + beta ** 2) * precision * recall
-                           / np.where(total != 0, beta ** 2 * precision + recall, 1), 0.0)
+        f_score = np.where(
+            total != 0, (1 + beta**2) * precision * recall / np.where(total != 0, beta**2 * precision + recall, 1), 0.0
+        )
         return python_round(f_score, 4), candidate[:, 0], -candidate[:, 1], -candidate[:, 2]
+
     return key
 
 
-def paired_test(hypothesis_blocks: Sequence[str], baseline_blocks: Sequence[str],
-                reference_blocks: Sequence[str], beta: float, n_samples: int, seed: int,
-                names: Tuple[str, str]) -> PairedReport:
+def paired_test(
+    hypothesis_blocks: Sequence[str],
+    baseline_blocks: Sequence[str],
+    reference_blocks: Sequence[str],
+    beta: float,
+    n_samples: int,
+    seed: int,
+    names: Tuple[str, str],
+) -> PairedReport:
     """Paired bootstrap of span-based correction P, R and F_β (percent) of two systems' M2 blocks."""
     for blocks, name in ((hypothesis_blocks, names[0]), (baseline_blocks, names[1])):
         if len(blocks) != len(reference_blocks):
             raise ValueError(f"{name}: {len(blocks)} M2 blocks for {len(reference_blocks)} reference blocks")
     return gec_bootstrap.paired_test(
-        candidate_counts(hypothesis_blocks, reference_blocks), candidate_counts(baseline_blocks, reference_blocks),
-        choice_key(beta), beta, "ERRANT", lambda t: (t[:, 0], t[:, 0] + t[:, 1], t[:, 0] + t[:, 2]),
-        n_samples, seed, names)
+        candidate_counts(hypothesis_blocks, reference_blocks),
+        candidate_counts(baseline_blocks, reference_blocks),
+        choice_key(beta),
+        beta,
+        "ERRANT",
+        lambda t: (t[:, 0], t[:, 0] + t[:, 1], t[:, 0] + t[:, 2]),
+        n_samples,
+        seed,
+        names,
+    )
 
 
 def grouped_categories(score: ErrantScore, level: int) -> Dict[str, Tuple[int, int, int]]:
@@ -189,9 +239,11 @@ def print_report(score: ErrantScore, beta: float, category_level: Optional[int])
     """errant_compare's report on stdout (category table first when ``category_level`` is set)."""
     from errant.commands import compare_m2
 
-    compare_m2.print_results({"tp": score.tp, "fp": score.fp, "fn": score.fn},
-                             {name: list(c) for name, c in score.categories.items()},
-                             compare_args(beta, category_level))
+    compare_m2.print_results(
+        {"tp": score.tp, "fp": score.fp, "fn": score.fn},
+        {name: list(c) for name, c in score.categories.items()},
+        compare_args(beta, category_level),
+    )
 
 
 def _read_lines(path: str) -> List[str]:
@@ -202,16 +254,21 @@ def _read_lines(path: str) -> List[str]:
     return lines
 
 
-def parse_args(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.errant_score") -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=prog,
-                                     description="ERRANT span-based correction F_β of a system output.")
+def parse_args(
+    argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.errant_score"
+) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description="ERRANT span-based correction F_β of a system output.")
     parser.add_argument("--orig", required=True, help="original (source) sentences, one per line")
     parser.add_argument("--hyp", required=True, help="system corrections, one per line")
     references = parser.add_mutually_exclusive_group(required=True)
     references.add_argument("--ref", nargs="+", help="reference corrections, one file per annotator")
     references.add_argument("--ref-m2", help="a reference M2 file made by errant from the same originals")
-    parser.add_argument("--cat", type=int, choices=[1, 2, 3],
-                        help="also print per-category scores: 1 operation, 2 type without operation, 3 full type")
+    parser.add_argument(
+        "--cat",
+        type=int,
+        choices=[1, 2, 3],
+        help="also print per-category scores: 1 operation, 2 type without operation, 3 full type",
+    )
     parser.add_argument("--beta", type=float, default=0.5, help="β of F_β (default 0.5)")
     parser.add_argument("--tok", action="store_true", help="word-tokenise the text with spaCy first")
     parser.add_argument("--hyp-m2-out", help="also write the hypothesis M2 file here")
@@ -242,9 +299,15 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
             reference_blocks = parallel_to_m2(annotator, originals, [_read_lines(p) for p in args.ref], args.tok)
         score = compare(hypothesis_blocks, reference_blocks, args.beta)
         if args.paired:
-            paired = paired_test(hypothesis_blocks, parallel_to_m2(annotator, originals, [baseline], args.tok),
-                                 reference_blocks, args.beta, args.paired_samples, args.paired_seed,
-                                 (args.hyp, args.paired))
+            paired = paired_test(
+                hypothesis_blocks,
+                parallel_to_m2(annotator, originals, [baseline], args.tok),
+                reference_blocks,
+                args.beta,
+                args.paired_samples,
+                args.paired_seed,
+                (args.hyp, args.paired),
+            )
         if args.hyp_m2_out:
             with open(args.hyp_m2_out, "w", encoding="utf-8") as handle:
                 handle.write("".join(block + "\n\n" for block in hypothesis_blocks))

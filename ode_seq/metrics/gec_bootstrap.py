@@ -12,6 +12,7 @@ From a resample's totals of correct (C), proposed (E) and gold (G) edits,
 (P = 1 when E = 0, R = 1 when G = 0, F_β = 0 when P = R = 0), in percent; the test, intervals and
 p-values are those of :mod:`ode_seq.metrics.paired_bootstrap`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +21,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .paired_bootstrap import (
-    DEFAULT_SAMPLES, DEFAULT_SEED, PairedInputError, PairedReport, check_same_length, compare,
+    DEFAULT_SAMPLES,
+    DEFAULT_SEED,
+    PairedInputError,
+    PairedReport,
+    check_same_length,
+    compare,
     resample_indices,
 )
 
@@ -43,8 +49,8 @@ class Candidates:
         counts = np.zeros((len(per_sentence), width, 3), dtype=np.int64)
         valid = np.zeros((len(per_sentence), width), dtype=bool)
         for sentence, candidates in enumerate(per_sentence):
-            counts[sentence, :len(candidates)] = candidates
-            valid[sentence, :len(candidates)] = True
+            counts[sentence, : len(candidates)] = candidates
+            valid[sentence, : len(candidates)] = True
         return cls(counts, valid)
 
     def __len__(self) -> int:
@@ -85,21 +91,30 @@ def ratio_or_one(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     return np.where(denominator == 0, 1.0, numerator / safe)
 
 
-def precision_recall_f(correct: np.ndarray, proposed: np.ndarray, gold: np.ndarray,
-                       beta: float) -> dict[str, np.ndarray]:
+def precision_recall_f(
+    correct: np.ndarray, proposed: np.ndarray, gold: np.ndarray, beta: float
+) -> dict[str, np.ndarray]:
     """P, R and F_β of the module docstring, in percent, keyed "P", "R", "F{β}"."""
     precision = ratio_or_one(correct.astype(np.float64), proposed)
     recall = ratio_or_one(correct.astype(np.float64), gold)
     denominator = beta * beta * precision + recall
-    f_score = np.where(denominator == 0, 0.0, (1 + beta * beta) * precision * recall
-                       / np.where(denominator == 0, 1, denominator))
+    f_score = np.where(
+        denominator == 0, 0.0, (1 + beta * beta) * precision * recall / np.where(denominator == 0, 1, denominator)
+    )
     return {"P": 100 * precision, "R": 100 * recall, f"F{beta:g}": 100 * f_score}
 
 
-def paired_test(system: Candidates, baseline: Candidates, key: Key, beta: float, label: str,
-                to_correct_proposed_gold: Callable[[np.ndarray], tuple[np.ndarray, ...]],
-                n_samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED,
-                names: tuple[str, str] = ("system", "baseline")) -> PairedReport:
+def paired_test(
+    system: Candidates,
+    baseline: Candidates,
+    key: Key,
+    beta: float,
+    label: str,
+    to_correct_proposed_gold: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+    n_samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+    names: tuple[str, str] = ("system", "baseline"),
+) -> PairedReport:
     """P, R and F_β of ``system`` against ``baseline``; the whole-corpus scores replay the choice in
     corpus order, which is the scorer's own computation."""
     check_same_length(system, baseline, *names)
@@ -112,7 +127,14 @@ def paired_test(system: Candidates, baseline: Candidates, key: Key, beta: float,
 
     system_corpus, baseline_corpus = scores(system, corpus), scores(baseline, corpus)
     system_resampled, baseline_resampled = scores(system, indices), scores(baseline, indices)
-    comparisons = [compare(f"{label} {measure}", float(system_corpus[measure][0]),
-                           float(baseline_corpus[measure][0]), system_resampled[measure],
-                           baseline_resampled[measure]) for measure in system_corpus]
+    comparisons = [
+        compare(
+            f"{label} {measure}",
+            float(system_corpus[measure][0]),
+            float(baseline_corpus[measure][0]),
+            system_resampled[measure],
+            baseline_resampled[measure],
+        )
+        for measure in system_corpus
+    ]
     return PairedReport(comparisons, n_samples, seed, *names)

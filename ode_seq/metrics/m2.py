@@ -21,6 +21,7 @@ choices included).
         [--ignore-whitespace-casing] [--annotator ID] [-v]
         [--paired BASELINE [--paired-samples 1000] [--paired-seed 12345]]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,8 +92,9 @@ def match_edits(system: Sequence[SystemEdit], gold: Sequence[GoldEdit]) -> List[
     correct: List[SystemEdit] = []
     next_gold = 0
     for edit in system:
-        matched = [index for index in range(next_gold, len(gold))
-                   if gold[index].matches(edit.start, edit.end, edit.correction)]
+        matched = [
+            index for index in range(next_gold, len(gold)) if gold[index].matches(edit.start, edit.end, edit.correction)
+        ]
         correct.extend(edit for _ in matched)
         if matched:
             next_gold = matched[-1] + 1
@@ -136,13 +138,17 @@ class M2Scorer:
 
         def key(result: SentenceResult):
             running = totals + result.counts
-            return (running.f_score_of_counts(self.beta), running.correct,
-                    -(running.proposed + squared_beta * running.gold))
+            return (
+                running.f_score_of_counts(self.beta),
+                running.correct,
+                -(running.proposed + squared_beta * running.gold),
+            )
 
         return max(results, key=key)  # the first of equal keys: the lowest annotator id
 
-    def score(self, hypotheses: Sequence[str], sentences: Sequence[M2Sentence],
-              log: Optional[TextIO] = None) -> EditCounts:
+    def score(
+        self, hypotheses: Sequence[str], sentences: Sequence[M2Sentence], log: Optional[TextIO] = None
+    ) -> EditCounts:
         """Corpus counts; with ``log``, every sentence's edits and chosen annotator are written there."""
         if len(hypotheses) != len(sentences):
             raise ValueError(f"{len(hypotheses)} hypotheses for {len(sentences)} M2 sentences")
@@ -157,39 +163,73 @@ class M2Scorer:
 
     def candidates(self, hypotheses: Sequence[str], sentences: Sequence[M2Sentence]) -> gec_bootstrap.Candidates:
         """Per sentence, each annotator's (correct, proposed, gold), in the order `choose` sees them."""
-        return gec_bootstrap.Candidates.from_lists([
-            [(r.counts.correct, r.counts.proposed, r.counts.gold) for r in self.sentence_results(h, s)]
-            for h, s in zip(hypotheses, sentences)])
+        return gec_bootstrap.Candidates.from_lists(
+            [
+                [(r.counts.correct, r.counts.proposed, r.counts.gold) for r in self.sentence_results(h, s)]
+                for h, s in zip(hypotheses, sentences)
+            ]
+        )
 
     def choice_key(self, running: np.ndarray, _candidate: np.ndarray) -> tuple[np.ndarray, ...]:
         """`choose`'s key, vectorised over running totals (C, E, G) of shape (R, 3)."""
         squared_beta = self.beta * self.beta
         correct, proposed, gold = (running[:, i].astype(np.float64) for i in range(3))
         denominator = squared_beta * gold + proposed
-        f_score = np.where(denominator == 0, np.where(correct == 0, 1.0, 0.0),
-                           (1 + squared_beta) * correct / np.where(denominator == 0, 1, denominator))
+        f_score = np.where(
+            denominator == 0,
+            np.where(correct == 0, 1.0, 0.0),
+            (1 + squared_beta) * correct / np.where(denominator == 0, 1, denominator),
+        )
         return f_score, correct, -(proposed + squared_beta * gold)
 
-    def paired_test(self, hypotheses: Sequence[str], baseline: Sequence[str], sentences: Sequence[M2Sentence],
-                    n_samples: int, seed: int, names: tuple[str, str]) -> PairedReport:
+    def paired_test(
+        self,
+        hypotheses: Sequence[str],
+        baseline: Sequence[str],
+        sentences: Sequence[M2Sentence],
+        n_samples: int,
+        seed: int,
+        names: tuple[str, str],
+    ) -> PairedReport:
         """Paired bootstrap of P, R and F_β (percent) of hypotheses against a baseline's."""
         return gec_bootstrap.paired_test(
-            self.candidates(hypotheses, sentences), self.candidates(baseline, sentences), self.choice_key,
-            self.beta, "M2", lambda totals: tuple(totals.T), n_samples, seed, names)
+            self.candidates(hypotheses, sentences),
+            self.candidates(baseline, sentences),
+            self.choice_key,
+            self.beta,
+            "M2",
+            lambda totals: tuple(totals.T),
+            n_samples,
+            seed,
+            names,
+        )
 
 
-def _log_sentence(log: TextIO, number: int, hypothesis: str, sentence: M2Sentence,
-                  results: Sequence[SentenceResult], chosen: SentenceResult, totals: EditCounts,
-                  beta: float) -> None:
+def _log_sentence(
+    log: TextIO,
+    number: int,
+    hypothesis: str,
+    sentence: M2Sentence,
+    results: Sequence[SentenceResult],
+    chosen: SentenceResult,
+    totals: EditCounts,
+    beta: float,
+) -> None:
     log.write(f"SOURCE        : {' '.join(sentence.source)}\nHYPOTHESIS    : {hypothesis}\n")
     for result in results:
         running = totals + result.counts
-        log.write(f">> annotator {result.annotator}\n"
-                  f"EDIT SEQ      : {[_describe(e.start, e.end, e.original, e.correction) for e in result.system_edits]}\n"
-                  f"GOLD EDITS    : {[_describe(g.start, g.end, ' '.join(sentence.source[g.start:g.end]), '||'.join(g.corrections)) for g in result.gold_edits]}\n"
-                  f"CORRECT EDITS : {[_describe(e.start, e.end, e.original, e.correction) for e in result.correct_edits]}\n"
-                  f"# correct / proposed / gold (running): {running.correct} / {running.proposed} / {running.gold}"
-                  f"  P {running.precision:.4f}  R {running.recall:.4f}  F_{beta} {running.f_score(beta):.4f}\n")
+        gold = [
+            _describe(g.start, g.end, " ".join(sentence.source[g.start : g.end]), "||".join(g.corrections))
+            for g in result.gold_edits
+        ]
+        log.write(
+            f">> annotator {result.annotator}\n"
+            f"EDIT SEQ      : {[_describe(e.start, e.end, e.original, e.correction) for e in result.system_edits]}\n"
+            f"GOLD EDITS    : {gold}\n"
+            f"CORRECT EDITS : {[_describe(e.start, e.end, e.original, e.correction) for e in result.correct_edits]}\n"
+            f"# correct / proposed / gold (running): {running.correct} / {running.proposed} / {running.gold}"
+            f"  P {running.precision:.4f}  R {running.recall:.4f}  F_{beta} {running.f_score(beta):.4f}\n"
+        )
     log.write(f">> chosen annotator for sentence {number}: {chosen.annotator}\n{'-' * 60}\n")
 
 
@@ -210,8 +250,10 @@ def read_hypotheses_for(path: str, sentences: Sequence[M2Sentence], gold_path: s
     """One hypothesis line per M2 sentence; ``ValueError`` names the files otherwise."""
     hypotheses = read_hypotheses(path)
     if len(hypotheses) != len(sentences):
-        raise ValueError(f"{path} has {len(hypotheses)} hypothesis lines but {gold_path} has "
-                         f"{len(sentences)} sentences: give one hypothesis line per M2 sentence")
+        raise ValueError(
+            f"{path} has {len(hypotheses)} hypothesis lines but {gold_path} has "
+            f"{len(sentences)} sentences: give one hypothesis line per M2 sentence"
+        )
     return hypotheses
 
 
@@ -219,20 +261,24 @@ def score_files(hypothesis_path: str, gold_path: str, scorer: M2Scorer, log: Opt
     """Read both files, check that they fit together, and score; ``ValueError`` names the problem."""
     sentences = read_m2(gold_path)
     if not sentences:
-        raise ValueError(f"{gold_path} holds no M2 sentences (each starts with an 'S' line): "
-                         "there is nothing to score; check that the gold file is the right one")
+        raise ValueError(
+            f"{gold_path} holds no M2 sentences (each starts with an 'S' line): "
+            "there is nothing to score; check that the gold file is the right one"
+        )
     hypotheses = read_hypotheses_for(hypothesis_path, sentences, gold_path)
     if scorer.annotator is not None:
         check_annotator(sentences, scorer.annotator, gold_path)
     return scorer.score(hypotheses, sentences, log)
 
 
-def paired_files(hypothesis_path: str, baseline_path: str, gold_path: str, scorer: M2Scorer,
-                 n_samples: int, seed: int) -> PairedReport:
+def paired_files(
+    hypothesis_path: str, baseline_path: str, gold_path: str, scorer: M2Scorer, n_samples: int, seed: int
+) -> PairedReport:
     """The paired bootstrap of two hypothesis files on one M2 file."""
     sentences = read_m2(gold_path)
-    hypotheses, baseline = (read_hypotheses_for(path, sentences, gold_path)
-                            for path in (hypothesis_path, baseline_path))
+    hypotheses, baseline = (
+        read_hypotheses_for(path, sentences, gold_path) for path in (hypothesis_path, baseline_path)
+    )
     return scorer.paired_test(hypotheses, baseline, sentences, n_samples, seed, (hypothesis_path, baseline_path))
 
 
@@ -241,12 +287,25 @@ def parse_args(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_
     parser.add_argument("hypotheses", help="system output, one tokenised sentence per line")
     parser.add_argument("gold", help="M2 file with the source sentences and gold edits")
     parser.add_argument("--beta", type=float, default=0.5, help="β of F_β (default 0.5)")
-    parser.add_argument("--max-unchanged-words", "--max_unchanged_words", type=int, default=2,
-                        help="most unchanged tokens inside one merged system edit (default 2)")
-    parser.add_argument("--ignore-whitespace-casing", "--ignore_whitespace_casing", action="store_true",
-                        help="drop system edits that only change whitespace or letter case")
-    parser.add_argument("--annotator", type=int, default=None,
-                        help="score against this annotator only (default: best annotator per sentence)")
+    parser.add_argument(
+        "--max-unchanged-words",
+        "--max_unchanged_words",
+        type=int,
+        default=2,
+        help="most unchanged tokens inside one merged system edit (default 2)",
+    )
+    parser.add_argument(
+        "--ignore-whitespace-casing",
+        "--ignore_whitespace_casing",
+        action="store_true",
+        help="drop system edits that only change whitespace or letter case",
+    )
+    parser.add_argument(
+        "--annotator",
+        type=int,
+        default=None,
+        help="score against this annotator only (default: best annotator per sentence)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every sentence's edits")
     add_paired_arguments(parser)
     args = parser.parse_args(argv)
@@ -261,8 +320,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
     try:
         counts = score_files(args.hypotheses, args.gold, scorer, sys.stdout if args.verbose else None)
         if args.paired:
-            paired = paired_files(args.hypotheses, args.paired, args.gold, scorer, args.paired_samples,
-                                  args.paired_seed)
+            paired = paired_files(
+                args.hypotheses, args.paired, args.gold, scorer, args.paired_samples, args.paired_seed
+            )
     except (M2FormatError, ValueError, OSError) as error:
         print(f"m2: error: {error}", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@ maximal run of non-matching steps becomes one edit ``source[start:end] -> target
 edit's operation type follows ERRANT's top tier: ``M`` missing (insertion), ``U`` unnecessary
 (deletion), ``R`` replacement. Applying the edits to the source gives the target back.
 """
+
 from __future__ import annotations
 
 from typing import List, Sequence, Tuple

@@ -11,6 +11,7 @@ correction (a deletion); several ``||``-separated corrections are alternatives. 
 for the sentence without adding an edit. Malformed input raises :class:`M2FormatError` naming the
 file and line.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -72,8 +73,7 @@ def parse_m2(lines: Sequence[str], path: str = "<m2>") -> List[M2Sentence]:
             continue
         if line == "S" or line.startswith("S "):
             if current is not None:
-                raise M2FormatError(path, number, "a second S line in one block; separate sentences "
-                                    "by a blank line")
+                raise M2FormatError(path, number, "a second S line in one block; separate sentences by a blank line")
             current = M2Sentence(source=tuple(line[2:].split()))
             sentences.append(current)
         elif line.startswith("A "):
@@ -88,8 +88,12 @@ def parse_m2(lines: Sequence[str], path: str = "<m2>") -> List[M2Sentence]:
 def _add_annotation(sentence: M2Sentence, body: str, path: str, number: int) -> None:
     fields = body.split(FIELD_SEPARATOR)
     if len(fields) != 6:
-        raise M2FormatError(path, number, f"an A line needs 6 '|||'-separated fields "
-                            f"(span, type, corrections, required, comment, annotator), got {len(fields)}")
+        raise M2FormatError(
+            path,
+            number,
+            f"an A line needs 6 '|||'-separated fields "
+            f"(span, type, corrections, required, comment, annotator), got {len(fields)}",
+        )
     error_type, corrections = fields[1].strip(), fields[2]
     try:
         start, end = map(int, fields[0].split())
@@ -105,10 +109,15 @@ def _add_annotation(sentence: M2Sentence, body: str, path: str, number: int) -> 
     if error_type == NOOP_TYPE or (start, end) == (-1, -1):
         return
     if not 0 <= start <= end <= len(sentence.source):
-        raise M2FormatError(path, number, f"span {start} {end} lies outside the sentence's "
-                            f"{len(sentence.source)} tokens (need 0 <= start <= end <= length)")
-    alternatives = tuple("" if text == EMPTY_CORRECTION else " ".join(text.split())
-                         for text in corrections.split(ALTERNATIVE_SEPARATOR))
+        raise M2FormatError(
+            path,
+            number,
+            f"span {start} {end} lies outside the sentence's "
+            f"{len(sentence.source)} tokens (need 0 <= start <= end <= length)",
+        )
+    alternatives = tuple(
+        "" if text == EMPTY_CORRECTION else " ".join(text.split()) for text in corrections.split(ALTERNATIVE_SEPARATOR)
+    )
     edits.append(GoldEdit(start, end, alternatives, error_type))
 
 
@@ -122,8 +131,9 @@ def check_annotator(sentences: Sequence[M2Sentence], annotator: int, path: str) 
     """Raise ``ValueError`` when ``annotator`` appears nowhere in the file."""
     known = annotator_ids(sentences)
     if annotator not in known:
-        raise ValueError(f"unknown annotator id {annotator}: {path} has annotator ids "
-                         f"{', '.join(map(str, sorted(known)))}")
+        raise ValueError(
+            f"unknown annotator id {annotator}: {path} has annotator ids {', '.join(map(str, sorted(known)))}"
+        )
 
 
 def apply_edits(source: Sequence[str], edits: Iterable[GoldEdit]) -> Tuple[List[str], int]:
@@ -138,7 +148,7 @@ def apply_edits(source: Sequence[str], edits: Iterable[GoldEdit]) -> Tuple[List[
         if edit.start < position:
             skipped += 1
             continue
-        target.extend(source[position:edit.start])
+        target.extend(source[position : edit.start])
         target.extend(edit.corrections[0].split())
         position = edit.end
     target.extend(source[position:])
@@ -162,4 +172,3 @@ def format_block(source: Sequence[str], annotations: Dict[int, Sequence[Tuple[in
             text = correction if correction else EMPTY_CORRECTION
             lines.append(f"A {start} {end}|||{error_type}|||{text}|||REQUIRED|||-NONE-|||{annotator}")
     return "\n".join(lines)
-

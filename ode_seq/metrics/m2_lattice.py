@@ -23,6 +23,7 @@ hypothesis tokens ``h[0:m]``; an edge ``(i, j) -> (i', j')`` is the edit ``s[i:i
    the edge list in the official order (sorted base edges, then arcs by creation), which fixes
    the tie-breaking; unchanged spans are left out of it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -20,6 +20,7 @@ by sacreBLEU itself) and our ROUGE, M2 and ERRANT comparisons read the same way:
   (e.g. a system and itself) p = 1 / (R + 1), "significant"; here they get p = 1 (for BLEU, which
   sacreBLEU computes: identical outputs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ import numpy as np
 
 DEFAULT_SAMPLES = 1000
 DEFAULT_SEED = 12345
-P_VALUE_DEFINITION = ("two-sided: (1 + #{r : |S_r - B_r| - mean_r|S_r - B_r| > |S - B|}) / (R + 1); "
-                      "1 when S_r = B_r on every resample")
+P_VALUE_DEFINITION = (
+    "two-sided: (1 + #{r : |S_r - B_r| - mean_r|S_r - B_r| > |S - B|}) / (R + 1); 1 when S_r = B_r on every resample"
+)
 INTERVAL_DEFINITION = "bootstrap mean ± half the spread of the central 95% of the resampled scores"
 
 
@@ -51,8 +53,11 @@ def draw_counts(indices: np.ndarray) -> np.ndarray:
     resampled sum of per-item statistics x is c @ x."""
     n_samples, n_items = indices.shape
     offsets = n_items * np.arange(n_samples)[:, None]
-    return np.bincount((indices + offsets).ravel(), minlength=n_samples * n_items).reshape(
-        n_samples, n_items).astype(np.float64)
+    return (
+        np.bincount((indices + offsets).ravel(), minlength=n_samples * n_items)
+        .reshape(n_samples, n_items)
+        .astype(np.float64)
+    )
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,9 @@ class Estimate:
     def from_resamples(cls, score: float, resampled: np.ndarray) -> "Estimate":
         ordered = np.sort(resampled)
         lower = len(ordered) // 40
-        return cls(float(score), float(ordered.mean()),
-                   float(0.5 * (ordered[len(ordered) - lower - 1] - ordered[lower])))
+        return cls(
+            float(score), float(ordered.mean()), float(0.5 * (ordered[len(ordered) - lower - 1] - ordered[lower]))
+        )
 
     def __str__(self) -> str:
         return f"{self.score:.2f} (μ = {self.mean:.2f} ± {self.half_width:.2f})"
@@ -97,18 +103,32 @@ class Comparison:
         return self.system.score - self.baseline.score
 
     def as_dict(self) -> dict[str, float]:
-        return {"system": self.system.score, "system_mean": self.system.mean,
-                "system_ci": self.system.half_width, "baseline": self.baseline.score,
-                "baseline_mean": self.baseline.mean, "baseline_ci": self.baseline.half_width,
-                "difference": self.difference, "p_value": self.p_value}
+        return {
+            "system": self.system.score,
+            "system_mean": self.system.mean,
+            "system_ci": self.system.half_width,
+            "baseline": self.baseline.score,
+            "baseline_mean": self.baseline.mean,
+            "baseline_ci": self.baseline.half_width,
+            "difference": self.difference,
+            "p_value": self.p_value,
+        }
 
 
-def compare(metric: str, system_score: float, baseline_score: float,
-            system_resampled: np.ndarray, baseline_resampled: np.ndarray) -> Comparison:
+def compare(
+    metric: str,
+    system_score: float,
+    baseline_score: float,
+    system_resampled: np.ndarray,
+    baseline_resampled: np.ndarray,
+) -> Comparison:
     """Estimates and p-value of one metric from its scores on the test set and on the resamples."""
-    return Comparison(metric, Estimate.from_resamples(system_score, system_resampled),
-                      Estimate.from_resamples(baseline_score, baseline_resampled),
-                      p_value(system_resampled, baseline_resampled, system_score - baseline_score))
+    return Comparison(
+        metric,
+        Estimate.from_resamples(system_score, system_resampled),
+        Estimate.from_resamples(baseline_score, baseline_resampled),
+        p_value(system_resampled, baseline_resampled, system_score - baseline_score),
+    )
 
 
 @dataclass(frozen=True)
@@ -126,17 +146,27 @@ class PairedReport:
 
     def lines(self) -> list[str]:
         width = max(len(c.metric) for c in self.comparisons)
-        out = [f"paired bootstrap, {self.n_samples} resamples, seed {self.seed}: system {self.system} "
-               f"against baseline {self.baseline}; μ ± 95% CI",
-               f"{'metric':<{width}}  {'system':<28}{'baseline':<28}{'Δ':>7}  p"]
-        out += [f"{c.metric:<{width}}  {str(c.system):<28}{str(c.baseline):<28}{c.difference:+7.2f}  "
-                f"{c.p_value:.4f}" for c in self.comparisons]
+        out = [
+            f"paired bootstrap, {self.n_samples} resamples, seed {self.seed}: system {self.system} "
+            f"against baseline {self.baseline}; μ ± 95% CI",
+            f"{'metric':<{width}}  {'system':<28}{'baseline':<28}{'Δ':>7}  p",
+        ]
+        out += [
+            f"{c.metric:<{width}}  {str(c.system):<28}{str(c.baseline):<28}{c.difference:+7.2f}  {c.p_value:.4f}"
+            for c in self.comparisons
+        ]
         return out
 
     def as_dict(self) -> dict[str, object]:
-        return {"system": self.system, "baseline": self.baseline, "samples": self.n_samples,
-                "seed": self.seed, "p_value": P_VALUE_DEFINITION, "ci": INTERVAL_DEFINITION,
-                "metrics": {c.metric: c.as_dict() for c in self.comparisons}}
+        return {
+            "system": self.system,
+            "baseline": self.baseline,
+            "samples": self.n_samples,
+            "seed": self.seed,
+            "p_value": P_VALUE_DEFINITION,
+            "ci": INTERVAL_DEFINITION,
+            "metrics": {c.metric: c.as_dict() for c in self.comparisons},
+        }
 
 
 def positive_int(text: str) -> int:
@@ -149,23 +179,37 @@ def positive_int(text: str) -> int:
 def add_paired_arguments(parser: argparse.ArgumentParser) -> None:
     """``--paired BASELINE_HYP``, ``--paired-samples R`` and ``--paired-seed S``, the same in every tool."""
     group = parser.add_argument_group("paired bootstrap against a baseline on the same test set")
-    group.add_argument("--paired", metavar="BASELINE_HYP",
-                       help="the baseline's output, in the same format as the hypotheses: report both "
-                            "systems' 95%% confidence intervals and the p-value of their difference")
-    group.add_argument("--paired-samples", type=positive_int, default=DEFAULT_SAMPLES,
-                       help="bootstrap resamples R (default %(default)s)")
-    group.add_argument("--paired-seed", type=positive_int, default=DEFAULT_SEED,
-                       help="seed of the resampling (default %(default)s, sacreBLEU's)")
+    group.add_argument(
+        "--paired",
+        metavar="BASELINE_HYP",
+        help="the baseline's output, in the same format as the hypotheses: report both "
+        "systems' 95%% confidence intervals and the p-value of their difference",
+    )
+    group.add_argument(
+        "--paired-samples",
+        type=positive_int,
+        default=DEFAULT_SAMPLES,
+        help="bootstrap resamples R (default %(default)s)",
+    )
+    group.add_argument(
+        "--paired-seed",
+        type=positive_int,
+        default=DEFAULT_SEED,
+        help="seed of the resampling (default %(default)s, sacreBLEU's)",
+    )
 
 
-def check_same_length(system: Sequence[object], baseline: Sequence[object],
-                      system_name: str, baseline_name: str) -> None:
+def check_same_length(
+    system: Sequence[object], baseline: Sequence[object], system_name: str, baseline_name: str
+) -> None:
     """A paired test needs one baseline output per system output."""
     if len(baseline) == 0:
-        raise PairedInputError(f"the baseline {baseline_name} is empty: give the baseline's output on "
-                               f"the same test set as {system_name}")
+        raise PairedInputError(
+            f"the baseline {baseline_name} is empty: give the baseline's output on the same test set as {system_name}"
+        )
     if len(system) != len(baseline):
         raise PairedInputError(
             f"{system_name} has {len(system)} lines but the baseline {baseline_name} has "
             f"{len(baseline)}: a paired test needs both systems' outputs for the same test items, in "
-            "the same order")
+            "the same order"
+        )

@@ -27,8 +27,14 @@ import numpy as np
 from rouge_score import rouge_scorer, scoring
 
 from ode_seq.metrics.paired_bootstrap import (
-    DEFAULT_SAMPLES, DEFAULT_SEED, PairedReport, add_paired_arguments, check_same_length, compare,
-    draw_counts, resample_indices,
+    DEFAULT_SAMPLES,
+    DEFAULT_SEED,
+    PairedReport,
+    add_paired_arguments,
+    check_same_length,
+    compare,
+    draw_counts,
+    resample_indices,
 )
 from ode_seq.metrics.sentence_split import one_sentence_per_line
 from ode_seq.output_files import check_output_file
@@ -61,8 +67,10 @@ def summary_scores(hypotheses: Sequence[str], references: Sequence[str], use_ste
     if not hypotheses:
         raise ValueError("no summaries to score: the hypothesis and reference files are empty")
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=use_stemmer)
-    return [scorer.score(one_sentence_per_line(reference), one_sentence_per_line(hypothesis))
-            for hypothesis, reference in zip(hypotheses, references)]
+    return [
+        scorer.score(one_sentence_per_line(reference), one_sentence_per_line(hypothesis))
+        for hypothesis, reference in zip(hypotheses, references)
+    ]
 
 
 def measure_values(per_summary: SummaryScores, rouge_type: str, measure: str) -> np.ndarray:
@@ -106,8 +114,13 @@ def score_summaries(
     return result
 
 
-def paired_test(system: SummaryScores, baseline: SummaryScores, n_samples: int = DEFAULT_SAMPLES,
-                seed: int = DEFAULT_SEED, names: Tuple[str, str] = ("system", "baseline")) -> PairedReport:
+def paired_test(
+    system: SummaryScores,
+    baseline: SummaryScores,
+    n_samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+    names: Tuple[str, str] = ("system", "baseline"),
+) -> PairedReport:
     """Paired bootstrap of every ROUGE type and measure: a resample's score is the mean over its
     summaries, (1/N) Σ_i c_ri m_i with c_ri the number of draws of summary i."""
     check_same_length(system, baseline, *names)
@@ -116,9 +129,15 @@ def paired_test(system: SummaryScores, baseline: SummaryScores, n_samples: int =
     for rouge_type in ROUGE_TYPES:
         for measure in MEASURES:
             ours, theirs = (measure_values(scores, rouge_type, measure) for scores in (system, baseline))
-            comparisons.append(compare(f"{DISPLAY_NAMES[rouge_type]} {MEASURE_NAMES[measure]}",
-                                       float(ours.mean()), float(theirs.mean()),
-                                       counts @ ours / len(ours), counts @ theirs / len(theirs)))
+            comparisons.append(
+                compare(
+                    f"{DISPLAY_NAMES[rouge_type]} {MEASURE_NAMES[measure]}",
+                    float(ours.mean()),
+                    float(theirs.mean()),
+                    counts @ ours / len(ours),
+                    counts @ theirs / len(theirs),
+                )
+            )
     return PairedReport(comparisons, n_samples, seed, *names)
 
 
@@ -176,13 +195,24 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
         hypotheses = read_summaries(args.hyp)
         references = read_summaries(args.ref)
         per_summary = summary_scores(hypotheses, references, use_stemmer=not args.no_stemmer)
-        scores = score_summaries(hypotheses, references, bootstrap_samples=args.bootstrap_samples,
-                                 confidence=args.confidence, seed=args.seed, per_summary=per_summary)
+        scores = score_summaries(
+            hypotheses,
+            references,
+            bootstrap_samples=args.bootstrap_samples,
+            confidence=args.confidence,
+            seed=args.seed,
+            per_summary=per_summary,
+        )
         if args.paired:
             baseline = read_summaries(args.paired)
             check_same_length(hypotheses, baseline, args.hyp, args.paired)
-            paired = paired_test(per_summary, summary_scores(baseline, references, not args.no_stemmer),
-                                 args.paired_samples, args.paired_seed, (args.hyp, args.paired))
+            paired = paired_test(
+                per_summary,
+                summary_scores(baseline, references, not args.no_stemmer),
+                args.paired_samples,
+                args.paired_seed,
+                (args.hyp, args.paired),
+            )
     except (OSError, ValueError) as error:
         print(f"rouge: error: {error} (hyp={args.hyp}, ref={args.ref})", file=sys.stderr)
         return 2

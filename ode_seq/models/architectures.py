@@ -3,6 +3,7 @@
 Values here are defaults: anything given on the command line wins (fairseq leaves unset
 model options out of ``args``, and these functions only fill what is missing).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Dict
@@ -18,16 +19,18 @@ from .stable_ode_transformer import StableODETransformerModel
 
 SIZES: Dict[str, Dict[str, Any]] = {
     # transformer-base (Vaswani et al.), pre-norm.
-    "base": dict(embed_dim=512, ffn_embed_dim=2048, attention_heads=8, encoder_layers=6,
-                 decoder_layers=6, dropout=0.1),
+    "base": dict(embed_dim=512, ffn_embed_dim=2048, attention_heads=8, encoder_layers=6, decoder_layers=6, dropout=0.1),
     # a CPU-sized model for demos and tests.
-    "small": dict(embed_dim=256, ffn_embed_dim=1024, attention_heads=4, encoder_layers=3,
-                  decoder_layers=3, dropout=0.1),
+    "small": dict(
+        embed_dim=256, ffn_embed_dim=1024, attention_heads=4, encoder_layers=3, decoder_layers=3, dropout=0.1
+    ),
     # the paper's big models: d=1024, FFN 4096, 16 heads, dropout 0.3.
-    "big": dict(embed_dim=1024, ffn_embed_dim=4096, attention_heads=16, encoder_layers=6,
-                decoder_layers=6, dropout=0.3),
-    "big_e12": dict(embed_dim=1024, ffn_embed_dim=4096, attention_heads=16, encoder_layers=12,
-                    decoder_layers=6, dropout=0.3),
+    "big": dict(
+        embed_dim=1024, ffn_embed_dim=4096, attention_heads=16, encoder_layers=6, decoder_layers=6, dropout=0.3
+    ),
+    "big_e12": dict(
+        embed_dim=1024, ffn_embed_dim=4096, attention_heads=16, encoder_layers=12, decoder_layers=6, dropout=0.3
+    ),
 }
 
 RPR_8 = dict(encoder_relative_positions=8, decoder_relative_positions=8)
@@ -37,29 +40,30 @@ ARCHITECTURES: Dict[str, tuple] = {
     "ode_transformer_rk2": ("base", dict(encoder_ode_method="heun")),
     "ode_transformer_rk3": ("base", dict(encoder_ode_method="rk3")),
     "ode_transformer_rk4": ("base", dict(encoder_ode_method="rk4")),
-    "ode_transformer_rk2_learned": (
-        "base", dict(encoder_ode_method="heun", ode_coefficients="learned")),
-    "ode_transformer_rk4_encdec": (
-        "base", dict(encoder_ode_method="rk4", decoder_ode_method="rk4")),
+    "ode_transformer_rk2_learned": ("base", dict(encoder_ode_method="heun", ode_coefficients="learned")),
+    "ode_transformer_rk4_encdec": ("base", dict(encoder_ode_method="rk4", decoder_ode_method="rk4")),
     "ode_transformer_euler_small": ("small", dict()),
-    "ode_transformer_rk2_learned_small": (
-        "small", dict(encoder_ode_method="heun", ode_coefficients="learned")),
+    "ode_transformer_rk2_learned_small": ("small", dict(encoder_ode_method="heun", ode_coefficients="learned")),
     "ode_transformer_rk4_small": ("small", dict(encoder_ode_method="rk4")),
-    "ode_transformer_rk4_encdec_small": (
-        "small", dict(encoder_ode_method="rk4", decoder_ode_method="rk4")),
+    "ode_transformer_rk4_encdec_small": ("small", dict(encoder_ode_method="rk4", decoder_ode_method="rk4")),
     # Zhong et al. (2022): parallel attention∥FFN layers (Euler), and weight-shared encoders
     # integrated by RK4 (6 steps over [0, 6]) or adaptively by dopri5.
     "ode_transformer_parallel": ("base", dict(ode_field="parallel-branch")),
     "ode_transformer_parallel_shared_rk4": (
-        "base", dict(ode_field="parallel-branch", encoder_ode_method="rk4", encoder_share_group_size=6)),
+        "base",
+        dict(ode_field="parallel-branch", encoder_ode_method="rk4", encoder_share_group_size=6),
+    ),
     "ode_transformer_parallel_shared_dopri5": (
-        "base", dict(ode_field="parallel-branch", encoder_ode_method="dopri5", encoder_share_group_size=6)),
+        "base",
+        dict(ode_field="parallel-branch", encoder_ode_method="dopri5", encoder_share_group_size=6),
+    ),
     "ode_transformer_euler_wmt_en_de_big": ("big", dict()),
-    "ode_transformer_rk2_learned_wmt_en_de_big": (
-        "big", dict(encoder_ode_method="heun", ode_coefficients="learned")),
+    "ode_transformer_rk2_learned_wmt_en_de_big": ("big", dict(encoder_ode_method="heun", ode_coefficients="learned")),
     "ode_transformer_euler_rpr_wmt_en_de_big_e12": ("big_e12", dict(RPR_8)),
     "ode_transformer_rk2_learned_rpr_wmt_en_de_big_e12": (
-        "big_e12", dict(encoder_ode_method="heun", ode_coefficients="learned", **RPR_8)),
+        "big_e12",
+        dict(encoder_ode_method="heun", ode_coefficients="learned", **RPR_8),
+    ),
 }
 
 
@@ -67,13 +71,15 @@ def _preset_values(size: str) -> Dict[str, Any]:
     s = SIZES[size]
     values: Dict[str, Any] = {}
     for side in ("encoder", "decoder"):
-        values.update({
-            f"{side}_embed_dim": s["embed_dim"],
-            f"{side}_ffn_embed_dim": s["ffn_embed_dim"],
-            f"{side}_attention_heads": s["attention_heads"],
-            f"{side}_layers": s[f"{side}_layers"],
-            f"{side}_normalize_before": True,
-        })
+        values.update(
+            {
+                f"{side}_embed_dim": s["embed_dim"],
+                f"{side}_ffn_embed_dim": s["ffn_embed_dim"],
+                f"{side}_attention_heads": s["attention_heads"],
+                f"{side}_layers": s[f"{side}_layers"],
+                f"{side}_normalize_before": True,
+            }
+        )
     values.update(dropout=s["dropout"], attention_dropout=0.1, activation_dropout=0.1)
     return values
 
@@ -112,9 +118,7 @@ register_model_architecture("ode_transformer", "ode_transformer")(
     make_architecture(ODETransformerModel, "base", dict())
 )
 for _name, (_size, _options) in ARCHITECTURES.items():
-    register_model_architecture("ode_transformer", _name)(
-        make_architecture(ODETransformerModel, _size, _options)
-    )
+    register_model_architecture("ode_transformer", _name)(make_architecture(ODETransformerModel, _size, _options))
 
 # Tong et al. (2025): weights θ(τ), Euler on [0, 1] with L steps. "paper": d_e = 20;
 # "parity": the low-rank form sized to transformer-base's parameter count; "parallel": the
@@ -122,8 +126,7 @@ for _name, (_size, _options) in ARCHITECTURES.items():
 PAPER_FIELD = dict(ode_field="parallel-branch", time_network="per-weight")
 NONAUTONOMOUS_ARCHITECTURES: Dict[str, tuple] = {
     "ode_transformer_nonauto": ("base", dict()),
-    "ode_transformer_nonauto_parity": (
-        "base", dict(time_weights="low-rank", time_embed_dim=16, time_rank=1600)),
+    "ode_transformer_nonauto_parity": ("base", dict(time_weights="low-rank", time_embed_dim=16, time_rank=1600)),
     "ode_transformer_nonauto_parallel": ("base", dict(PAPER_FIELD)),
     "ode_transformer_nonauto_small": ("small", dict()),
     "ode_transformer_nonauto_parallel_small": ("small", dict(PAPER_FIELD)),

@@ -5,6 +5,7 @@
 (``TimeConfig``, ``StableConfig``). :meth:`ModelOptions.read` reads all of them from fairseq's
 config and validates them, with messages that name the option, the value and the fix.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -35,15 +36,15 @@ class StackOptions:
     prefix: ClassVar[str] = "{side}_"
     ode_method: str = option("euler", "Runge-Kutta method of each {side} block", choices=stack_methods)
     ode_steps: Optional[int] = option(
-        None, "fixed-grid steps per {side} block (default: the share group size, i.e. step "
-        "size 1); may be changed at generation time with --model-overrides", metavar="N",
+        None,
+        "fixed-grid steps per {side} block (default: the share group size, i.e. step "
+        "size 1); may be changed at generation time with --model-overrides",
+        metavar="N",
     )
     share_group_size: int = option(
         1, "share one layer across each group of K {side} layers, integrated over [0, K]", metavar="K"
     )
-    layer_history: str = option(
-        "none", "DLCL aggregation of previous {side} block outputs", choices=HISTORY_TYPES
-    )
+    layer_history: str = option("none", "DLCL aggregation of previous {side} block outputs", choices=HISTORY_TYPES)
     relative_positions: int = option(
         0, "Shaw relative position keys clipped at +-K in {side} self-attention (0 = off)", metavar="K"
     )
@@ -95,8 +96,12 @@ class StackOptions:
         if self.adaptive and self.ode_steps is not None:
             logger.warning(
                 "--%s-ode-steps %d has no effect: adaptive --%s-ode-method %s chooses its own "
-                "steps (their number is logged as %s_nfe)", side, self.ode_steps, side,
-                self.ode_method, side,
+                "steps (their number is logged as %s_nfe)",
+                side,
+                self.ode_steps,
+                side,
+                self.ode_method,
+                side,
             )
         if self.adaptive and ode.scope == "sublayer":
             raise ValueError(
@@ -124,18 +129,23 @@ class ODEOptions:
 
     prefix: ClassVar[str] = "ode_"
     coefficients: str = option(
-        "fixed", "output weights of multi-stage blocks: fixed (tableau b), learned (per-block "
+        "fixed",
+        "output weights of multi-stage blocks: fixed (tableau b), learned (per-block "
         "per-token gate; sigmoid gate for 2 stages), learned-shared (one gate for a stack), "
         "free (trainable, init b), free-ones (trainable, init 1), ema (PCformer: w_i = "
-        "beta(1-beta)^(s-i), beta trainable, init 0.5)", choices=COEFFICIENT_MODES,
+        "beta(1-beta)^(s-i), beta trainable, init 0.5)",
+        choices=COEFFICIENT_MODES,
     )
     field: str = option(
-        "residual-branch", "vector field F: residual-branch = layer minus identity (paper; Euler "
+        "residual-branch",
+        "vector field F: residual-branch = layer minus identity (paper; Euler "
         "is the pre-norm layer), parallel-branch = sublayers in parallel on the block input "
-        "(Zhong et al.), whole-layer = layer with residuals (public code)", choices=FIELD_FORMS,
+        "(Zhong et al.), whole-layer = layer with residuals (public code)",
+        choices=FIELD_FORMS,
     )
     scope: str = option(
-        "block", "what one Runge-Kutta update integrates: block = the whole layer's F (RK-block, "
+        "block",
+        "what one Runge-Kutta update integrates: block = the whole layer's F (RK-block, "
         "the paper's), sublayer = each sublayer separately, F = LN -> sublayer -> dropout, one "
         "after the other (RK-sublayer; needs --ode-field residual-branch and a fixed grid)",
         choices=SCOPES,
@@ -144,11 +154,14 @@ class ODEOptions:
     atol: float = option(1e-4, "adaptive solver atol")
     min_step: float = option(0.0, "adaptive solver minimum step size")
     max_evaluations: int = option(
-        1000, "adaptive solver: most field evaluations per solve (a solve needing more stops with "
-        "an error naming the block and the tolerances)", metavar="N",
+        1000,
+        "adaptive solver: most field evaluations per solve (a solve needing more stops with "
+        "an error naming the block and the tolerances)",
+        metavar="N",
     )
     check_finite: bool = option(
-        False, "check every Runge-Kutta stage output for inf/nan and report the block, step, "
+        False,
+        "check every Runge-Kutta stage output for inf/nan and report the block, step, "
         "stage and method (an error in fp32; a warning in fp16/bf16, where fairseq's loss "
         "scaler handles overflow)",
     )
@@ -176,8 +189,8 @@ class ODEOptions:
         changed = [name for name in self.ADAPTIVE_CONTROLS if getattr(self, name) != fields[name].default]
         if changed:
             logger.warning(
-                "%s %s no effect: only the adaptive methods (--encoder-ode-method dopri5 or bosh3) "
-                "read them", ", ".join(flag(ODEOptions, name) for name in changed),
+                "%s %s no effect: only the adaptive methods (--encoder-ode-method dopri5 or bosh3) read them",
+                ", ".join(flag(ODEOptions, name) for name in changed),
                 "has" if len(changed) == 1 else "have",
             )
 
@@ -246,8 +259,12 @@ class ModelOptions:
             stacks = [replace(s, share_group_size=getattr(cfg, side).layers) for s, side in zip(stacks, SIDES)]
         kind_options = read_options(cfg, kind.options_class) if kind.options_class else None
         options = cls(*stacks, read_options(cfg, ODEOptions), kind_options)
-        check_misspelt_options(cfg, [(StackOptions, side) for side in SIDES] + [(ODEOptions, None)] + (
-            [(kind.options_class, None)] if kind.options_class else []))
+        check_misspelt_options(
+            cfg,
+            [(StackOptions, side) for side in SIDES]
+            + [(ODEOptions, None)]
+            + ([(kind.options_class, None)] if kind.options_class else []),
+        )
         options.validate(cfg, kind)
         return options
 
@@ -266,9 +283,11 @@ class ModelOptions:
         else:
             self.ode.warn_unused_adaptive_options()
         ode = self.ode
-        if ode.coefficients != "fixed" and not self.encoder.adaptive and max(
-            self.encoder.stages, self.decoder.stages
-        ) == 1:
+        if (
+            ode.coefficients != "fixed"
+            and not self.encoder.adaptive
+            and max(self.encoder.stages, self.decoder.stages) == 1
+        ):
             raise ValueError(
                 f"--ode-coefficients {ode.coefficients} weights the stages of multi-stage "
                 f"methods, but --encoder-ode-method {self.encoder.ode_method} and "

@@ -19,6 +19,7 @@ and the adapters keep their initial values (B = 0), so fine-tuning starts from t
 ``python -m ode_seq.cli.export`` merges the adapters back (W ← W + (α/r)·B A) into a plain
 ``transformer`` checkpoint, which decodes as fast as the model it came from.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -45,7 +46,8 @@ class LoRAOptions:
     dropout: float = option(0.0, "dropout on the adapters' input")
     targets: str = option(
         "q_proj,k_proj,v_proj,out_proj,fc1,fc2",
-        "comma-separated names of the layer modules that get adapters", metavar="NAMES",
+        "comma-separated names of the layer modules that get adapters",
+        metavar="NAMES",
     )
 
     @property
@@ -67,8 +69,11 @@ def add_adapters(layers: nn.Module, options: LoRAOptions) -> None:
     from peft import LoraConfig, inject_adapter_in_model
 
     config = LoraConfig(
-        r=options.rank, lora_alpha=options.alpha, lora_dropout=options.dropout,
-        target_modules=list(options.target_modules), bias="none",
+        r=options.rank,
+        lora_alpha=options.alpha,
+        lora_dropout=options.dropout,
+        target_modules=list(options.target_modules),
+        bias="none",
     )
     inject_adapter_in_model(config, layers)
     for module in layers.modules():
@@ -116,7 +121,10 @@ class LoRATransformerModel(TransformerModel):
         return model
 
     def load_state_dict(
-        self, state_dict: Dict[str, Tensor], strict: bool = True, model_cfg: Optional[Any] = None,
+        self,
+        state_dict: Dict[str, Tensor],
+        strict: bool = True,
+        model_cfg: Optional[Any] = None,
         args: Optional[Any] = None,
     ):
         """Also a plain Transformer's state dict: its weights load as the adapted layers' base

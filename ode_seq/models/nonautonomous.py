@@ -5,6 +5,7 @@ integrating over its whole depth (``--encoder-layers`` L gives the interval [0, 
 τ ∈ [0, 1]); ``--encoder-ode-steps`` N sets the grid (default L) and can be changed after
 training with ``--model-overrides`` (step-count adaptation).
 """
+
 from __future__ import annotations
 
 from typing import ClassVar

@@ -4,6 +4,7 @@ Each encoder/decoder layer becomes a Runge–Kutta block (:mod:`ode_seq.layers.b
 fairseq's ``build_encoder`` / ``build_decoder`` hooks; everything else is fairseq's. A model of
 another layer kind is a subclass naming it in ``layer_kind``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,11 @@ def parameter_mismatch(model: Dict[str, Tensor], checkpoint: Dict[str, Tensor]) 
     unexpected = [k for k in checkpoint if k not in model]
     reshaped = [k for k in model if k in checkpoint and model[k].shape != checkpoint[k].shape]
     found = []
-    for what, names in (("missing from the checkpoint", missing), ("not in the model", unexpected),
-                        ("of another shape", reshaped)):
+    for what, names in (
+        ("missing from the checkpoint", missing),
+        ("not in the model", unexpected),
+        ("of another shape", reshaped),
+    ):
         if names:
             more = f" and {len(names) - 1} more" if len(names) > 1 else ""
             found.append(f"{len(names)} parameters {what} ({names[0]}{more})")
@@ -79,9 +83,11 @@ def initialise_missing_coefficients(model: nn.Module, state_dict: Dict[str, Tens
     missing = {k: v for k, v in coefficient_parameters(model, prefix).items() if k not in state_dict}
     if missing:
         state_dict.update({k: v.detach().clone() for k, v in missing.items()})
-        logger.info(f"--finetune-from-model: the checkpoint lacks {len(missing)} Runge-Kutta coefficient/gate "
-                    f"parameters of this architecture ({sum(v.numel() for v in missing.values())} values): "
-                    "initialised at the new model's initial values")
+        logger.info(
+            f"--finetune-from-model: the checkpoint lacks {len(missing)} Runge-Kutta coefficient/gate "
+            f"parameters of this architecture ({sum(v.numel() for v in missing.values())} values): "
+            "initialised at the new model's initial values"
+        )
 
 
 @register_model("ode_transformer")
@@ -98,9 +104,7 @@ class ODETransformerModel(TransformerModel):
     def option_classes(cls) -> List[Tuple[type, Optional[str]]]:
         """(options class, side) of every option of the model beyond fairseq's Transformer."""
         kind_options = cls.block_classes().kind.options_class
-        return [(StackOptions, "both"), (ODEOptions, None)] + (
-            [(kind_options, None)] if kind_options else []
-        )
+        return [(StackOptions, "both"), (ODEOptions, None)] + ([(kind_options, None)] if kind_options else [])
 
     @classmethod
     def add_args(cls, parser) -> None:

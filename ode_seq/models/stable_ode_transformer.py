@@ -10,6 +10,7 @@ parallel form F(x) = SelfAttn(CN₁ x) + FFN(CN₂ x) (decoder: + CrossAttn(CN x
 a pre-norm fairseq transformer when the model is built for training; the model's args then
 record that it was done, so loading the student's checkpoints never needs the teacher.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,10 @@ class TeacherInitialisation:
 
     prefix: ClassVar[str] = ""
     init_from_teacher: Optional[str] = option(
-        None, "copy embeddings, positions, final norms and output projection from this "
-        "pre-norm fairseq transformer checkpoint when training starts", metavar="PATH",
+        None,
+        "copy embeddings, positions, final norms and output projection from this "
+        "pre-norm fairseq transformer checkpoint when training starts",
+        metavar="PATH",
     )
 
 

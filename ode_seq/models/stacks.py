@@ -5,6 +5,7 @@ hooks; here both hand the work to a :class:`BlockBuilder`, which builds every bl
 the same way. A weight-shared group of k layers is one block over [0, k], so the stack is given
 ``layers / k`` blocks; with a layer history (DLCL) the blocks are wrapped after fairseq built them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -57,13 +58,14 @@ class BlockBuilder:
         stack, ode = self.stack, self.ode
         interval = float(stack.share_group_size)
         if stack.adaptive:
-            return AdaptiveSolver(
-                stack.ode_method, ode.rtol, ode.atol, ode.min_step, interval, ode.max_evaluations
-            )
+            return AdaptiveSolver(stack.ode_method, ode.rtol, ode.atol, ode.min_step, interval, ode.max_evaluations)
         tableau = stack.tableau
         return FixedGridSolver(
-            tableau, steps=stack.steps, interval=interval,
-            combine=self.combiner(tableau, embed_dim), checkpoint_stages=ode.checkpoint_stages,
+            tableau,
+            steps=stack.steps,
+            interval=interval,
+            combine=self.combiner(tableau, embed_dim),
+            checkpoint_stages=ode.checkpoint_stages,
             nodes=self.kind.solver_nodes(tableau),
         )
 
@@ -105,8 +107,7 @@ class ODEStack:
             self.ode.layer_history, len(blocks), layers.embed_dim, layers.normalize_before
         )
         self.layers = nn.ModuleList(
-            HistoryBlock(b, self.layer_history, first=i == 0, last=i == len(blocks) - 1)
-            for i, b in enumerate(blocks)
+            HistoryBlock(b, self.layer_history, first=i == 0, last=i == len(blocks) - 1) for i, b in enumerate(blocks)
         )
 
 
@@ -130,7 +131,12 @@ class ODETransformerDecoder(ODEStack, TransformerDecoderBase):
     side = "decoder"
 
     def __init__(
-        self, cfg, dictionary, embed_tokens, options: ModelOptions, classes: BlockClasses,
+        self,
+        cfg,
+        dictionary,
+        embed_tokens,
+        options: ModelOptions,
+        classes: BlockClasses,
         no_encoder_attn: bool = False,
     ) -> None:
         cfg = self._grouped(cfg, options, classes)

@@ -4,6 +4,7 @@ Teachers are loaded with safe unpickling, checked (a Transformer, pre-norm, the 
 and dictionaries) and never trained. The student's interface — embeddings, positions, final
 norms, output projection — may be copied from the teacher.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,10 +46,7 @@ def _teacher_args(state: Dict[str, Any], path: str) -> argparse.Namespace:
 
 
 def _check_teacher_args(args: argparse.Namespace, path: str) -> None:
-    post_norm = [
-        side for side in ("encoder", "decoder")
-        if not getattr(args, f"{side}_normalize_before", False)
-    ]
+    post_norm = [side for side in ("encoder", "decoder") if not getattr(args, f"{side}_normalize_before", False)]
     if post_norm:
         raise ValueError(
             f"teacher {path} is a post-norm Transformer ({' and '.join(post_norm)} without "

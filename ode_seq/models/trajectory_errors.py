@@ -10,6 +10,7 @@ X(t_ℓ) (its state after the solver step nearest t_ℓ), over the non-padding t
 (relative_ℓ² is layer ℓ's term of the training loss L_traj). Distance-based control times use
 the mean layer-to-layer distances of the batch analysed, where training used their running mean.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List
@@ -30,9 +31,7 @@ def teacher_layer_states(teacher: nn.Module, net_input: Dict[str, Tensor]) -> Di
     encoder_out = teacher.encoder(
         net_input["src_tokens"], src_lengths=net_input["src_lengths"], return_all_hiddens=True
     )
-    _, extra = teacher.decoder(
-        net_input["prev_output_tokens"], encoder_out=encoder_out, features_only=True
-    )
+    _, extra = teacher.decoder(net_input["prev_output_tokens"], encoder_out=encoder_out, features_only=True)
     return {"encoder": encoder_out["encoder_states"], "decoder": extra["inner_states"]}
 
 
@@ -65,12 +64,14 @@ def trajectory_errors(
         for layer, (t, step) in enumerate(zip(times.tolist(), steps), start=1):
             x, h = record.states[step].float(), states[layer].float()
             distance = (x - h).norm(dim=-1)[mask]
-            errors[stack].append({
-                "layer": layer,
-                "control_time": t,
-                "step_time": record.times[step],
-                "error": float(distance.mean()),
-                "relative": float(relative_squared_error(x, h, mask).sqrt()),
-                "teacher_norm": float(h.norm(dim=-1)[mask].mean()),
-            })
+            errors[stack].append(
+                {
+                    "layer": layer,
+                    "control_time": t,
+                    "step_time": record.times[step],
+                    "error": float(distance.mean()),
+                    "relative": float(relative_squared_error(x, h, mask).sqrt()),
+                    "teacher_norm": float(h.norm(dim=-1)[mask].mean()),
+                }
+            )
     return errors

@@ -6,6 +6,7 @@ Butcher tableaus (:mod:`.tableaus`) for the fixed grid (:mod:`.fixed_grid`, wher
 convention is documented), torchdiffeq's embedded pairs for adaptive steps (:mod:`.adaptive`).
 Output weights of a step, fixed or learned, are :mod:`.coefficients`. Nothing here imports fairseq.
 """
+
 from typing import Union
 
 from .adaptive import ADAPTIVE_METHODS, AdaptiveMethod, AdaptiveSolveError, AdaptiveSolver

@@ -23,6 +23,7 @@ step's stage 0 is the previous step's last evaluation). The two evaluations torc
 before its first step (the slope at t = 0 and the probe that picks the first step size) have
 step −1 and stages 0 and 1.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -83,8 +84,9 @@ class _Evaluations:
     its ``callback_step`` hook counts attempted steps and records the step size. More than
     ``limit`` evaluations raise :class:`AdaptiveSolveError`."""
 
-    def __init__(self, field: VectorField, observer: Optional[SolveObserver], device,
-                 dtype: torch.dtype, limit: int) -> None:
+    def __init__(
+        self, field: VectorField, observer: Optional[SolveObserver], device, dtype: torch.dtype, limit: int
+    ) -> None:
         self.field = field
         self.observer = observer
         self.dtype = dtype
@@ -143,7 +145,12 @@ class AdaptiveSolver:
         evaluations = _Evaluations(field, observer, y.device, y.dtype, self.max_evaluations)
         try:
             trajectory = odeint(
-                evaluations, y.float(), times, method=self.method, rtol=self.rtol, atol=self.atol,
+                evaluations,
+                y.float(),
+                times,
+                method=self.method,
+                rtol=self.rtol,
+                atol=self.atol,
                 options=options,
             )
         except AdaptiveSolveError as error:

@@ -15,6 +15,7 @@ solver's ``combine``; the same module weights every step of a block):
   s = 4: 1/16, 1/8, ¼, ½). They sum to 1 − (1−β)^s, not 1: the step is not a consistent
   Runge–Kutta step unless β = 1 (then only the last stage counts).
 """
+
 from __future__ import annotations
 
 from typing import Sequence

@@ -20,6 +20,7 @@ the method to F_1 from y_n, then to F_2 from that result, and so on (ODE Transfo
 RK-sublayer: one Runge–Kutta update per sublayer). Each F_m is called with its own stage index
 i; observers number the evaluations of a step consecutively, stage m·s + i.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

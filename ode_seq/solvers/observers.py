@@ -9,6 +9,7 @@ A solver calls, for one solve of dy/dt = F(t, y) from y_0,
 Analysis, recording and counting are observers of a solve; none of them changes the solver, the
 field or the module that runs them. Observers must not modify the tensors they are given.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Tuple

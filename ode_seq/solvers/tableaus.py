@@ -6,6 +6,7 @@ A tableau (A, b, c) with s stages defines one step of size h for dy/dt = F(t, y)
 
 Adding a method is adding one entry to ``TABLEAUS``.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,9 +83,7 @@ TABLEAUS: Dict[str, ButcherTableau] = {
         ButcherTableau("heun", 2, a=((), (1.0,)), b=(0.5, 0.5), c=(0.0, 1.0)),
         ButcherTableau("ralston", 2, a=((), (2 / 3,)), b=(0.25, 0.75), c=(0.0, 2 / 3)),
         # Kutta's third-order method: k3 = F(y - k1 + 2 k2) (the public code wrongly used y + k2).
-        ButcherTableau(
-            "rk3", 3, a=((), (0.5,), (-1.0, 2.0)), b=(1 / 6, 2 / 3, 1 / 6), c=(0.0, 0.5, 1.0)
-        ),
+        ButcherTableau("rk3", 3, a=((), (0.5,), (-1.0, 2.0)), b=(1 / 6, 2 / 3, 1 / 6), c=(0.0, 0.5, 1.0)),
         ButcherTableau(
             "rk4",
             4,
@@ -109,6 +108,4 @@ def get_tableau(name: str) -> ButcherTableau:
     try:
         return TABLEAUS[name]
     except KeyError:
-        raise ValueError(
-            f"unknown Runge-Kutta method {name!r}; choose one of: {', '.join(TABLEAUS)}"
-        ) from None
+        raise ValueError(f"unknown Runge-Kutta method {name!r}; choose one of: {', '.join(TABLEAUS)}") from None

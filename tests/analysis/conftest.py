@@ -1,5 +1,6 @@
 """Analysis tests run torch on one thread: their matrices are tiny, and thread hand-offs on a
 busy machine would cost more than the arithmetic."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """``python -m ode_seq.cli.analyze`` end to end on checkpoints trained by fairseq-train."""
+
 from __future__ import annotations
 
 import json
@@ -23,20 +24,47 @@ def reports(tmp_path_factory):
     write_reversal_corpus(root, CLI_SIZES)
     data = root / "bin"
     preprocess(root, data, splits=("train", "valid"))
-    (root / "steps.json").write_text(json.dumps({"steps": [2, 4, 8], "scores": [1.0, 2.5, 2.7],
-                                                 "metric": "BLEU"}))
-    train = {arch: ["fairseq-train", [
-        str(data), "--arch", arch, *TINY_MODEL, *TRAIN, "--max-update", "4",
-        "--save-dir", str(root / arch), "--no-epoch-checkpoints", "--disable-validation",
-    ]] for arch in ARCHS}
+    (root / "steps.json").write_text(json.dumps({"steps": [2, 4, 8], "scores": [1.0, 2.5, 2.7], "metric": "BLEU"}))
+    train = {
+        arch: [
+            "fairseq-train",
+            [
+                str(data),
+                "--arch",
+                arch,
+                *TINY_MODEL,
+                *TRAIN,
+                "--max-update",
+                "4",
+                "--save-dir",
+                str(root / arch),
+                "--no-epoch-checkpoints",
+                "--disable-validation",
+            ],
+        ]
+        for arch in ARCHS
+    }
     extra = {
         "ode_transformer_rk2_learned": ["--step-scores", str(root / "steps.json")],
         "ode_transformer_rk4_encdec": ["--sentence", "w1 w2 w3", "--max-sentences", "8"],
     }
-    analyse = {arch: ["python", [
-        "-m", "ode_seq.cli.analyze", "--path", str(root / arch / "checkpoint_last.pt"),
-        "--data", str(data), "--out", str(root / f"report-{arch}"), *extra[arch],
-    ]] for arch in ARCHS}
+    analyse = {
+        arch: [
+            "python",
+            [
+                "-m",
+                "ode_seq.cli.analyze",
+                "--path",
+                str(root / arch / "checkpoint_last.pt"),
+                "--data",
+                str(data),
+                "--out",
+                str(root / f"report-{arch}"),
+                *extra[arch],
+            ],
+        ]
+        for arch in ARCHS
+    }
     with ThreadPoolExecutor(len(ARCHS)) as pool:
         list(pool.map(lambda a: run(*train[a]), ARCHS))
         list(pool.map(lambda a: run(*analyse[a]), ARCHS))
@@ -63,9 +91,12 @@ SPECTRA = ["spectra_encoder", "spectra_decoder", "spectra_depth", "trajectory", 
 def test_learned_gate_model_gets_every_figure_and_its_numbers(reports):
     directory = reports["ode_transformer_rk2_learned"]
     report = _report(directory)
-    _check_figures(directory, report["figures"],
-                   drawn=SPECTRA + ["coefficients", "gates", "score_vs_steps"],
-                   skipped=["nfe_vs_length", "teacher_errors"])
+    _check_figures(
+        directory,
+        report["figures"],
+        drawn=SPECTRA + ["coefficients", "gates", "score_vs_steps"],
+        skipped=["nfe_vs_length", "teacher_errors"],
+    )
     assert "--teacher" in report["figures"]["teacher_errors"]["skipped"]
     bounds = report["euler_error_bounds"]
     assert "forward Euler's" in bounds["encoder"][0]["skipped"]  # heun blocks
@@ -95,21 +126,23 @@ def test_learned_gate_model_gets_every_figure_and_its_numbers(reports):
 def test_fixed_coefficient_model_skips_gate_figures_with_a_note(reports):
     directory = reports["ode_transformer_rk4_encdec"]
     report = _report(directory)
-    _check_figures(directory, report["figures"], drawn=SPECTRA,
-                   skipped=["coefficients", "gates", "nfe_vs_length", "score_vs_steps", "teacher_errors"])
+    _check_figures(
+        directory,
+        report["figures"],
+        drawn=SPECTRA,
+        skipped=["coefficients", "gates", "nfe_vs_length", "score_vs_steps", "teacher_errors"],
+    )
     assert "fixed weights" in report["figures"]["coefficients"]["skipped"]
     assert report["figures"]["gates"]["skipped"] == "no learned gates (coefficients: fixed)"
     decoder = report["trajectories"]["decoder"]
     assert [len(b["stage_output_norm"]) for b in decoder] == [4, 4]
     assert report["lyapunov"]["encoder"]["tokens"] == ["w1", "w2", "w3", "</s>"]
     assert report["lyapunov"]["decoder"]["tokens"][0] == "</s>"
-    assert report["sentence"] == {"from": "--sentence", "unknown_source_tokens": 0,
-                                  "target": "greedy translation"}
+    assert report["sentence"] == {"from": "--sentence", "unknown_source_tokens": 0, "target": "greedy translation"}
     assert report["batch_sentences"] == 8
 
 
 def test_missing_checkpoint_is_reported_with_exit_status_2(tmp_path, capsys):
-    status = main(["--path", str(tmp_path / "none.pt"), "--data", str(tmp_path),
-                   "--out", str(tmp_path / "out")])
+    status = main(["--path", str(tmp_path / "none.pt"), "--data", str(tmp_path), "--out", str(tmp_path / "out")])
     assert status == 2
     assert f"--path {tmp_path / 'none.pt'} does not exist" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """Euler's global error bound (ODE-ViT): the formula, its estimates from a trajectory and from
 weight norms, and the measured error it bounds."""
+
 from __future__ import annotations
 
 import math
@@ -70,8 +71,10 @@ def _error_bounds(arch: str, lengths, **overrides):
     src, src_lengths, prev = random_batch(task, lengths, seed=1)
     calls = capture_block_calls(model, src, prev, src_lengths)
     pad = task.source_dictionary.pad()
-    return {side: block_error_bounds(calls[side][0], tokens.ne(pad).T)
-            for side, tokens in (("encoder", src), ("decoder", prev))}
+    return {
+        side: block_error_bounds(calls[side][0], tokens.ne(pad).T)
+        for side, tokens in (("encoder", src), ("decoder", prev))
+    }
 
 
 def test_measured_error_and_bound_fall_at_first_order_in_the_step_size():

@@ -1,5 +1,6 @@
 """The analysis follows every kind of solve: multi-step blocks, weight-shared groups, learned gates
 over several steps, adaptive solves and non-autonomous stacks."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -70,8 +71,14 @@ def test_learned_gates_are_recorded_at_every_step_of_a_multi_step_block(task):
 
 
 def test_adaptive_solve_is_reported_with_its_method_and_evaluations(task):
-    model = build_model("ode_transformer_parallel_shared_dopri5", task, encoder_share_group_size=2,
-                        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0).eval()
+    model = build_model(
+        "ode_transformer_parallel_shared_dopri5",
+        task,
+        encoder_share_group_size=2,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    ).eval()
     evaluations = []
     model.encoder.layers[0].fc1.register_forward_hook(lambda m, args, out: evaluations.append(1))
     (block,) = record_trajectories(model, _net_input(task), task.source_dictionary.pad())["encoder"]
@@ -83,25 +90,35 @@ def test_adaptive_solve_is_reported_with_its_method_and_evaluations(task):
 
 
 def test_non_autonomous_stack_has_one_spectrum_per_step_with_that_step_s_weights(task):
-    model = _time_dependent(build_model(
-        "ode_transformer_nonauto_small", task, **TIME, encoder_layers=2, encoder_ode_steps=3,
-    )).eval()
+    model = _time_dependent(
+        build_model(
+            "ode_transformer_nonauto_small",
+            task,
+            **TIME,
+            encoder_layers=2,
+            encoder_ode_steps=3,
+        )
+    ).eval()
     block = model.encoder.layers[0]
     spectra = [layer_spectra(w) for w in stack_weights(model.encoder)]
     assert [s["depth"] for s in spectra] == pytest.approx([2 / 3, 4 / 3, 2.0])  # θ at (n+1)/N
     for n, spectrum in enumerate(spectra):
         weights = block.weights_at((n + 1) / 3)
-        expected = feed_forward_eigenvalues(
-            FeedForwardWeights(weights["fc1.weight"].T, weights["fc2.weight"].T)
-        )
+        expected = feed_forward_eigenvalues(FeedForwardWeights(weights["fc1.weight"].T, weights["fc2.weight"].T))
         np.testing.assert_allclose(spectrum["ffn"], expected, rtol=1e-6, atol=1e-9)
     assert not np.allclose(spectra[0]["ffn"], spectra[2]["ffn"])
 
 
 def test_non_autonomous_lyapunov_maps_are_the_solver_steps(task):
-    model = _time_dependent(build_model(
-        "ode_transformer_nonauto_small", task, **TIME, encoder_ode_steps=4, decoder_ode_steps=2,
-    )).eval()
+    model = _time_dependent(
+        build_model(
+            "ode_transformer_nonauto_small",
+            task,
+            **TIME,
+            encoder_ode_steps=4,
+            decoder_ode_steps=2,
+        )
+    ).eval()
     source, target = _source(task), torch.tensor([7, 8, 9])
     result = sentence_sensitivity(model, source, target, _names)
     assert result["encoder"].result.running_max.shape[0] == 4

@@ -1,4 +1,5 @@
 """QR-method Lyapunov exponents against linear systems with known spectra and finite differences."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +14,7 @@ def _normal_matrix(seed: int = 0) -> tuple:
     """A = U · blockdiag([[a, -b], [b, a]], c, e) · Uᵀ, U orthogonal: eigenvalues a ± ib, c, e."""
     g = torch.Generator().manual_seed(seed)
     a, b, c, e = 0.3, 2.0, -0.5, -1.2
-    core = torch.tensor([[a, -b, 0, 0], [b, a, 0, 0], [0, 0, c, 0], [0, 0, 0, e]],
-                        dtype=torch.float64)
+    core = torch.tensor([[a, -b, 0, 0], [b, a, 0, 0], [0, 0, c, 0], [0, 0, 0, e]], dtype=torch.float64)
     u, _ = torch.linalg.qr(torch.randn(4, 4, generator=g, dtype=torch.float64))
     eigenvalues = np.array([a + 1j * b, a - 1j * b, c, e])
     return u @ core @ u.T, eigenvalues
@@ -44,8 +44,7 @@ def test_rk4_steps_of_linear_system_give_log_of_stability_function():
     def rk4_map(x):  # x: (1 token, 4)
         return solver.step(lambda t, z, step, stage: z @ matrix.T, x, 0)
 
-    result = token_lyapunov_exponents([rk4_map] * int(HORIZON / h),
-                                      torch.ones(1, 4, dtype=torch.float64), dt=h)
+    result = token_lyapunov_exponents([rk4_map] * int(HORIZON / h), torch.ones(1, 4, dtype=torch.float64), dt=h)
     z = h * eigenvalues
     stability = 1 + z + z**2 / 2 + z**3 / 6 + z**4 / 24
     expected = np.sort(np.log(np.abs(stability)) / h)[::-1]
@@ -57,9 +56,11 @@ def _random_token_maps(tokens: int, dim: int, layers: int, seed: int = 0):
     """f_l(X) = X + ½ tanh(M_l X W_l + b_l): M_l mixes tokens, W_l features (float64)."""
     g = torch.Generator().manual_seed(seed)
     params = [
-        (torch.randn(tokens, tokens, generator=g, dtype=torch.float64) / tokens,
-         torch.randn(dim, dim, generator=g, dtype=torch.float64),
-         torch.randn(dim, generator=g, dtype=torch.float64))
+        (
+            torch.randn(tokens, tokens, generator=g, dtype=torch.float64) / tokens,
+            torch.randn(dim, dim, generator=g, dtype=torch.float64),
+            torch.randn(dim, generator=g, dtype=torch.float64),
+        )
         for _ in range(layers)
     ]
     return [lambda x, p=p: x + 0.5 * torch.tanh(p[0] @ x @ p[1] + p[2]) for p in params]

@@ -1,4 +1,5 @@
 """The report in-process: figures a model lacks the subject of are skipped with a reason."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,7 @@ def _inputs(model, task) -> AnalysisInputs:
     d = task.source_dictionary
     return AnalysisInputs(
         model=model.eval(),
-        batch={"net_input": {"src_tokens": src, "src_lengths": lengths,
-                             "prev_output_tokens": prev}},
+        batch={"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev}},
         pad=d.pad(),
         source=torch.tensor([5, 6, 7, d.eos()]),
         target=torch.tensor([8, 9]),
@@ -39,8 +39,9 @@ def test_plain_fairseq_transformer_gets_spectra_and_lyapunov_but_no_trajectories
 
 
 def test_layer_history_in_both_stacks_skips_the_lyapunov_figure(task, tmp_path):
-    model = build_model("ode_transformer_rk2", task, encoder_layer_history="dense",
-                        decoder_layer_history="learnable_dense")
+    model = build_model(
+        "ode_transformer_rk2", task, encoder_layer_history="dense", decoder_layer_history="learnable_dense"
+    )
     write_report(_inputs(model, task), str(tmp_path), {"label": "dlcl"})
     report = json.loads((tmp_path / "report.json").read_text())
     reason = report["figures"]["lyapunov"]["skipped"]
@@ -49,12 +50,18 @@ def test_layer_history_in_both_stacks_skips_the_lyapunov_figure(task, tmp_path):
     assert not (tmp_path / "lyapunov.png").exists()
 
 
-@pytest.mark.parametrize("arch, options, drawn", [
-    ("ode_transformer_parallel_shared_dopri5", dict(encoder_share_group_size=2), "nfe_vs_length"),
-    ("ode_transformer_nonauto_small", dict(time_features=4, time_hidden_dim=8, time_embed_dim=4,
-                                           encoder_ode_steps=3), "spectra_depth"),
-    ("ode_transformer_rk2_learned", dict(encoder_ode_steps=2), "gates"),
-])
+@pytest.mark.parametrize(
+    "arch, options, drawn",
+    [
+        ("ode_transformer_parallel_shared_dopri5", dict(encoder_share_group_size=2), "nfe_vs_length"),
+        (
+            "ode_transformer_nonauto_small",
+            dict(time_features=4, time_hidden_dim=8, time_embed_dim=4, encoder_ode_steps=3),
+            "spectra_depth",
+        ),
+        ("ode_transformer_rk2_learned", dict(encoder_ode_steps=2), "gates"),
+    ],
+)
 def test_every_kind_of_solve_gets_its_report(task, tmp_path, arch, options, drawn):
     write_report(_inputs(build_model(arch, task, **options), task), str(tmp_path), {})
     figures = _figures(tmp_path)

@@ -1,4 +1,5 @@
 """NFE of adaptive solvers, step-score files, and their figures."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,14 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def test_nfe_of_each_sentence_is_the_field_evaluations_of_its_adaptive_solve(task):
-    model = build_model("ode_transformer_parallel_shared_dopri5", task, encoder_share_group_size=2,
-                        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0).eval()
+    model = build_model(
+        "ode_transformer_parallel_shared_dopri5",
+        task,
+        encoder_share_group_size=2,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    ).eval()
     (block,) = adaptive_blocks(model.encoder)
     evaluations = []
     block.fc1.register_forward_hook(lambda module, args, out: evaluations.append(1))
@@ -35,8 +42,7 @@ def test_nfe_of_each_sentence_is_the_field_evaluations_of_its_adaptive_solve(tas
 def test_step_scores_file_is_validated(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"steps": [6, 12], "scores": [20.5, 21.0], "metric": "BLEU"}))
-    assert read_step_scores(str(good)) == {"steps": [6, 12], "scores": [20.5, 21.0],
-                                           "metric": "BLEU"}
+    assert read_step_scores(str(good)) == {"steps": [6, 12], "scores": [20.5, 21.0], "metric": "BLEU"}
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"steps": [6, 12], "scores": [20.5]}))
     with pytest.raises(ValueError, match="equally long, non-empty lists"):

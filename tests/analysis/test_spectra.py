@@ -1,4 +1,5 @@
 """Weight spectra of constructed matrices with known eigenvalues, and of fairseq modules."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,9 @@ def _real_matrix_with_eigenvalues(eigenvalues) -> tuple:
             blocks.append(torch.tensor([[float(v)]], dtype=torch.float64))
             values.append(complex(v))
     core = torch.block_diag(*blocks)
-    p = torch.randn(core.shape[0], core.shape[0], generator=G, dtype=torch.float64) \
-        + 3 * torch.eye(core.shape[0], dtype=torch.float64)
+    p = torch.randn(core.shape[0], core.shape[0], generator=G, dtype=torch.float64) + 3 * torch.eye(
+        core.shape[0], dtype=torch.float64
+    )
     return p @ core @ torch.linalg.inv(p), np.array(values)
 
 
@@ -56,8 +58,8 @@ def test_query_key_spectrum_per_head_equals_constructed_eigenvalues():
     for h, spectrum in enumerate(HEAD_SPECTRA):
         core, values = _real_matrix_with_eigenvalues(spectrum)
         u = _orthonormal_columns(d, 4)
-        w_k[:, 4 * h: 4 * h + 4] = u
-        w_q[:, 4 * h: 4 * h + 4] = u @ core / scaling  # s · W_Q W_Kᵀ = U C Uᵀ
+        w_k[:, 4 * h : 4 * h + 4] = u
+        w_q[:, 4 * h : 4 * h + 4] = u @ core / scaling  # s · W_Q W_Kᵀ = U C Uᵀ
         expected.append(_sorted(values))
     attn = AttentionWeights(w_q, w_k, w_k, w_k.T, heads=heads, scaling=scaling)
     for got, want in zip(query_key_eigenvalues(attn), expected):
@@ -76,8 +78,8 @@ def test_value_output_spectrum_per_head_equals_constructed_eigenvalues():
     for h, spectrum in enumerate(HEAD_SPECTRA):
         core, values = _real_matrix_with_eigenvalues(spectrum)
         u = _orthonormal_columns(d, 4)
-        w_v[:, 4 * h: 4 * h + 4] = u @ core
-        w_o[4 * h: 4 * h + 4, :] = torch.linalg.pinv(u)  # W_V W_O = U C U⁺
+        w_v[:, 4 * h : 4 * h + 4] = u @ core
+        w_o[4 * h : 4 * h + 4, :] = torch.linalg.pinv(u)  # W_V W_O = U C U⁺
         expected.append(_sorted(values))
     attn = AttentionWeights(w_v, w_v, w_v, w_o, heads=2)
     for got, want in zip(value_output_eigenvalues(attn), expected):
@@ -101,7 +103,7 @@ def test_extracted_matrices_reproduce_fairseq_attention_logits():
     k = attn.k_proj(y) - attn.k_proj.bias
     for h in range(2):
         bilinear = weights.w_q[:, weights.head(h)] @ weights.w_k[:, weights.head(h)].T
-        logit = q[4 * h: 4 * h + 4] @ k[4 * h: 4 * h + 4]
+        logit = q[4 * h : 4 * h + 4] @ k[4 * h : 4 * h + 4]
         assert (x @ bilinear @ y * weights.scaling).item() == pytest.approx(logit.item(), abs=1e-5)
 
 

@@ -1,4 +1,5 @@
 """Token Lyapunov exponents of real model blocks: exact replay, skipping DLCL, greedy targets."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,9 +61,17 @@ def test_greedy_target_stops_at_eos_or_length_limit(task):
 
 def _time_dependent_model(task, steps: int):
     """A tiny non-autonomous model (float64) whose weights really change with τ."""
-    model = build_model(
-        "ode_transformer_nonauto_small", task, **TIME, encoder_ode_steps=steps, decoder_ode_steps=steps,
-    ).eval().double()
+    model = (
+        build_model(
+            "ode_transformer_nonauto_small",
+            task,
+            **TIME,
+            encoder_ode_steps=steps,
+            decoder_ode_steps=steps,
+        )
+        .eval()
+        .double()
+    )
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for network in model.modules():

@@ -1,4 +1,5 @@
 """Trajectory recording through wrapped fields and hooks, on tiny ODE Transformers."""
+
 from __future__ import annotations
 
 import numpy as np

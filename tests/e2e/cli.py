@@ -1,4 +1,5 @@
 """Run fairseq's and ode-seq's command-line tools as a user would, from the repository root."""
+
 from __future__ import annotations
 
 import os
@@ -10,16 +11,34 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.dirname(sys.executable)
 
 TINY_MODEL = [
-    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
-    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
-    "--encoder-layers", "2", "--decoder-layers", "2",
+    "--encoder-embed-dim",
+    "32",
+    "--decoder-embed-dim",
+    "32",
+    "--encoder-ffn-embed-dim",
+    "64",
+    "--decoder-ffn-embed-dim",
+    "64",
+    "--encoder-attention-heads",
+    "2",
+    "--decoder-attention-heads",
+    "2",
+    "--encoder-layers",
+    "2",
+    "--decoder-layers",
+    "2",
 ]
 
 
-def run(tool: str, args: List[str], stdin: Optional[str] = None, check: bool = True,
-        cwd: str = ROOT, timeout: Optional[float] = None,
-        env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+def run(
+    tool: str,
+    args: List[str],
+    stdin: Optional[str] = None,
+    check: bool = True,
+    cwd: str = ROOT,
+    timeout: Optional[float] = None,
+    env: Optional[Dict[str, str]] = None,
+) -> subprocess.CompletedProcess:
     """Run ``tool`` (a console script of the venv, or 'python') and return its result; a tool
     still running after ``timeout`` seconds is killed and raises TimeoutExpired. ``env``: variables
     set on top of this process's environment."""
@@ -29,7 +48,5 @@ def run(tool: str, args: List[str], stdin: Optional[str] = None, check: bool = T
         [exe, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
     )
     if check and result.returncode != 0:
-        raise AssertionError(
-            f"{tool} {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}"
-        )
+        raise AssertionError(f"{tool} {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return result

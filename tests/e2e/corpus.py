@@ -1,5 +1,6 @@
 """A tiny reversal corpus (the target is the source read backwards) and its binarisation,
 shared by the tests that run fairseq's command-line tools."""
+
 from __future__ import annotations
 
 import random
@@ -28,16 +29,35 @@ def write_reversal_corpus(directory: Path, sizes: Dict[str, int] = SIZES, seed: 
     rng = random.Random(seed)
     for split, n in sizes.items():
         pairs = reversal_pairs(n, rng)
-        write_parallel(directory / split, [" ".join(p) for p in pairs],
-                       [" ".join(reversed(p)) for p in pairs])
+        write_parallel(directory / split, [" ".join(p) for p in pairs], [" ".join(reversed(p)) for p in pairs])
 
 
-def preprocess(raw: Path, destdir: Path, splits: Sequence[str] = ("train", "valid", "test"),
-               check: bool = True, extra: Sequence[str] = (),
-               languages: Sequence[str] = ("src", "tgt")) -> subprocess.CompletedProcess:
+def preprocess(
+    raw: Path,
+    destdir: Path,
+    splits: Sequence[str] = ("train", "valid", "test"),
+    check: bool = True,
+    extra: Sequence[str] = (),
+    languages: Sequence[str] = ("src", "tgt"),
+) -> subprocess.CompletedProcess:
     """fairseq-preprocess of ``raw/{split}.{src,tgt}`` (or the two ``languages``) with a joined dictionary."""
     prefixes = [arg for split in splits for arg in (f"--{split}pref", str(raw / split))]
-    return run("fairseq-preprocess", [
-        "--user-dir", "user_dir", "--source-lang", languages[0], "--target-lang", languages[1],
-        "--joined-dictionary", "--workers", "1", *prefixes, "--destdir", str(destdir), *extra,
-    ], check=check)
+    return run(
+        "fairseq-preprocess",
+        [
+            "--user-dir",
+            "user_dir",
+            "--source-lang",
+            languages[0],
+            "--target-lang",
+            languages[1],
+            "--joined-dictionary",
+            "--workers",
+            "1",
+            *prefixes,
+            "--destdir",
+            str(destdir),
+            *extra,
+        ],
+        check=check,
+    )

@@ -1,5 +1,6 @@
 """examples/distillation/run.sh --baseline end to end on a slice of the Bible corpus: a tiny teacher,
 distilled and from-scratch students for two seeds, and the table comparing them."""
+
 from __future__ import annotations
 
 import os
@@ -12,18 +13,54 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN = REPO_ROOT / "examples" / "distillation" / "run.sh"
-TINY = ["--max-update", "6", "--teacher-minutes", "0", "--student-minutes", "0", "--embed-dim", "32",
-        "--ffn-dim", "64", "--heads", "2", "--layers", "2", "--steps", "2", "--warmup", "4",
-        "--ce-start-update", "2", "--ce-warmup-updates", "2", "--freeze-interface-updates", "2",
-        "--train-pairs", "200", "--valid-pairs", "16", "--test-pairs", "16", "--vocab-size", "250",
-        "--workers", "1"]
+TINY = [
+    "--max-update",
+    "6",
+    "--teacher-minutes",
+    "0",
+    "--student-minutes",
+    "0",
+    "--embed-dim",
+    "32",
+    "--ffn-dim",
+    "64",
+    "--heads",
+    "2",
+    "--layers",
+    "2",
+    "--steps",
+    "2",
+    "--warmup",
+    "4",
+    "--ce-start-update",
+    "2",
+    "--ce-warmup-updates",
+    "2",
+    "--freeze-interface-updates",
+    "2",
+    "--train-pairs",
+    "200",
+    "--valid-pairs",
+    "16",
+    "--test-pairs",
+    "16",
+    "--vocab-size",
+    "250",
+    "--workers",
+    "1",
+]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run(["bash", str(RUN), *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
-                          timeout=900)
+    env = dict(
+        os.environ,
+        PYTHONWARNINGS="ignore",
+        OMP_NUM_THREADS="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
+    return subprocess.run(
+        ["bash", str(RUN), *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=900
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +74,12 @@ def baseline_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 def test_scratch_students_have_the_students_architecture_and_updates_but_no_teacher(baseline_run):
     work, _ = baseline_run
     for seed in (1, 2):
-        distilled = (work / "checkpoints" / f"student-stable_ode_transformer_small-dot-euler2-distance-seed{seed}"
-                     / "train.log").read_text()
-        scratch = (work / "checkpoints" / f"scratch-stable_ode_transformer_small-dot-euler2-seed{seed}"
-                   / "train.log").read_text()
+        distilled = (
+            work / "checkpoints" / f"student-stable_ode_transformer_small-dot-euler2-distance-seed{seed}" / "train.log"
+        ).read_text()
+        scratch = (
+            work / "checkpoints" / f"scratch-stable_ode_transformer_small-dot-euler2-seed{seed}" / "train.log"
+        ).read_text()
         params = [re.search(r"num\. shared model params: ([\d,]+)", log).group(1) for log in (distilled, scratch)]
         assert params[0] == params[1]
         assert f"seed={seed}," in distilled and f"seed={seed}," in scratch
@@ -65,7 +104,7 @@ def test_rerun_skips_every_stage(baseline_run):
     again = run("--work-dir", str(work), *TINY, "--seeds", "1 2", "--baseline")
     assert again.returncode == 0, again.stderr[-4000:]
     assert "run " not in "".join(line for line in again.stderr.splitlines(keepends=True) if line.startswith("["))
-    report = first.stdout[first.stdout.index("English→Spanish Bible test set"):]
+    report = first.stdout[first.stdout.index("English→Spanish Bible test set") :]
     assert again.stdout.endswith(report)
 
 

@@ -1,5 +1,6 @@
 """Export through the real CLIs: a tiny Euler model trained by fairseq-train, exported to a plain
 fairseq checkpoint, CTranslate2 and Hugging Face M2M100, translates the same in each."""
+
 from __future__ import annotations
 
 import math
@@ -12,11 +13,36 @@ from tests.e2e.corpus import preprocess, write_reversal_corpus
 
 SIZES = {"train": 400, "valid": 30, "test": 25}
 TRAIN = [
-    "--user-dir", "user_dir", "--optimizer", "adam", "--lr", "0.005", "--max-tokens", "1000",
-    "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "10", "--dropout", "0",
-    "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-    "--share-all-embeddings", "--seed", "1", "--no-progress-bar", "--log-format", "simple",
-    "--num-workers", "0", "--max-epoch", "40", "--disable-validation", "--no-epoch-checkpoints",
+    "--user-dir",
+    "user_dir",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.005",
+    "--max-tokens",
+    "1000",
+    "--lr-scheduler",
+    "inverse_sqrt",
+    "--warmup-updates",
+    "10",
+    "--dropout",
+    "0",
+    "--criterion",
+    "label_smoothed_cross_entropy",
+    "--label-smoothing",
+    "0.1",
+    "--share-all-embeddings",
+    "--seed",
+    "1",
+    "--no-progress-bar",
+    "--log-format",
+    "simple",
+    "--num-workers",
+    "0",
+    "--max-epoch",
+    "40",
+    "--disable-validation",
+    "--no-epoch-checkpoints",
 ]
 BEAM = ["--beam", "4", "--lenpen", "0.6"]
 
@@ -64,8 +90,22 @@ def sources(stdout: str):
 
 def generate(data_bin, path, *extra, plugin=True, cwd=None):
     plugin_args = ["--user-dir", "user_dir"] if plugin else ["--required-batch-size-multiple", "1"]
-    return run("fairseq-generate", [str(data_bin), "--path", str(path), *BEAM, "--max-tokens", "1000",
-                                    "--gen-subset", "test", *plugin_args, *extra], **({"cwd": cwd} if cwd else {}))
+    return run(
+        "fairseq-generate",
+        [
+            str(data_bin),
+            "--path",
+            str(path),
+            *BEAM,
+            "--max-tokens",
+            "1000",
+            "--gen-subset",
+            "test",
+            *plugin_args,
+            *extra,
+        ],
+        **({"cwd": cwd} if cwd else {}),
+    )
 
 
 def test_plain_fairseq_without_the_plugin_and_ctranslate2_translate_as_the_ode_model(trained, tmp_path):
@@ -73,8 +113,10 @@ def test_plain_fairseq_without_the_plugin_and_ctranslate2_translate_as_the_ode_m
 
     data_bin, ckpt = trained
     ode = generate(data_bin, ckpt)
-    out = run("python", ["-m", "ode_seq.cli.export", "--to", "fairseq", "--path", str(ckpt),
-                         "--output", str(tmp_path / "plain.pt")])
+    out = run(
+        "python",
+        ["-m", "ode_seq.cli.export", "--to", "fairseq", "--path", str(ckpt), "--output", str(tmp_path / "plain.pt")],
+    )
     assert "exported 2 encoder and 2 decoder layers" in out.stdout
     plain = generate(data_bin, tmp_path / "plain.pt", plugin=False, cwd=str(tmp_path))
     expected, positional = hypotheses(ode.stdout), positional_scores(ode.stdout)
@@ -83,13 +125,16 @@ def test_plain_fairseq_without_the_plugin_and_ctranslate2_translate_as_the_ode_m
     for i, (score, _) in hypotheses(plain.stdout).items():
         assert score == pytest.approx(expected[i][0], abs=1e-3)
 
-    run("python", ["-m", "ode_seq.cli.export", "--to", "ctranslate2", "--path", str(ckpt),
-                   "--output", str(tmp_path / "ct2")])
+    run(
+        "python",
+        ["-m", "ode_seq.cli.export", "--to", "ctranslate2", "--path", str(ckpt), "--output", str(tmp_path / "ct2")],
+    )
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
     order = sorted(expected)
     src, hyps = sources(ode.stdout), [expected[i][1].split() for i in order]
-    results = translator.translate_batch([src[i].split() for i in order], beam_size=4, length_penalty=0.6,
-                                         max_decoding_length=200)
+    results = translator.translate_batch(
+        [src[i].split() for i in order], beam_size=4, length_penalty=0.6, max_decoding_length=200
+    )
     assert [r.hypotheses[0] for r in results] == hyps
     # The model itself is exact: CTranslate2's token log-probabilities are fairseq's (P- lines, base 2).
     scored = translator.score_batch([src[i].split() for i in order], hyps)
@@ -112,11 +157,14 @@ print(json.dumps({"hypotheses": tokenizer.decode(out.sequences), "scores": out.s
 """
 
 
-@pytest.mark.parametrize("model, hf_class", [
-    ("trained", "M2M100ForConditionalGeneration"),
-    ("trained_rk2", "ODEM2M100ForConditionalGeneration"),  # custom code: RK2 encoder, learned gate
-    ("trained_rk2_decoder", "ODEM2M100ForConditionalGeneration"),  # and RK2 decoder blocks
-])
+@pytest.mark.parametrize(
+    "model, hf_class",
+    [
+        ("trained", "M2M100ForConditionalGeneration"),
+        ("trained_rk2", "ODEM2M100ForConditionalGeneration"),  # custom code: RK2 encoder, learned gate
+        ("trained_rk2_decoder", "ODEM2M100ForConditionalGeneration"),  # and RK2 decoder blocks
+    ],
+)
 def test_hugging_face_folder_translates_offline_as_fairseq_generate(request, tmp_path, model, hf_class):
     import json
 
@@ -126,8 +174,13 @@ def test_hugging_face_folder_translates_offline_as_fairseq_generate(request, tmp
     assert (tmp_path / "hf" / "model.safetensors").exists()
     expected, src = hypotheses(ode.stdout), sources(ode.stdout)
     order = sorted(expected)
-    out = run("python", ["-c", TRANSLATE_OFFLINE, str(tmp_path / "hf")], cwd=str(tmp_path),
-              stdin=json.dumps([src[i] for i in order]), env={"HF_MODULES_CACHE": str(tmp_path / "modules")})
+    out = run(
+        "python",
+        ["-c", TRANSLATE_OFFLINE, str(tmp_path / "hf")],
+        cwd=str(tmp_path),
+        stdin=json.dumps([src[i] for i in order]),
+        env={"HF_MODULES_CACHE": str(tmp_path / "modules")},
+    )
     result = json.loads(out.stdout.splitlines()[-1])
     assert result["loaded"] == [] and result["class"] == hf_class
     assert result["hypotheses"] == [expected[i][1] for i in order]

@@ -1,5 +1,6 @@
 """End to end through fairseq's real CLIs: preprocess → train → average → generate → BLEU,
 interactive, the hub interface, and every registered architecture."""
+
 from __future__ import annotations
 
 import re
@@ -25,10 +26,26 @@ def data_bin(tmp_path_factory):
 
 
 TRAIN = [
-    "--user-dir", "user_dir", "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "1000",
-    "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-    "--share-all-embeddings", "--seed", "1", "--no-progress-bar", "--log-format", "simple",
-    "--num-workers", "0",
+    "--user-dir",
+    "user_dir",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.003",
+    "--max-tokens",
+    "1000",
+    "--criterion",
+    "label_smoothed_cross_entropy",
+    "--label-smoothing",
+    "0.1",
+    "--share-all-embeddings",
+    "--seed",
+    "1",
+    "--no-progress-bar",
+    "--log-format",
+    "simple",
+    "--num-workers",
+    "0",
 ]
 
 
@@ -36,12 +53,35 @@ TRAIN = [
 def trained(data_bin, tmp_path_factory):
     """An RK4 encoder-decoder with learned gates, 3 epochs, averaged over the last 2."""
     save = tmp_path_factory.mktemp("ckpt")
-    run("fairseq-train", [
-        str(data_bin), "--arch", "ode_transformer_rk4_encdec_small", *TINY_MODEL, *TRAIN,
-        "--ode-coefficients", "learned", "--max-epoch", "3", "--save-dir", str(save),
-    ])
-    out = run("python", ["-m", "ode_seq.cli.average", "--inputs", str(save),
-                         "--num-epoch-checkpoints", "2", "--output", str(save / "averaged.pt")])
+    run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--arch",
+            "ode_transformer_rk4_encdec_small",
+            *TINY_MODEL,
+            *TRAIN,
+            "--ode-coefficients",
+            "learned",
+            "--max-epoch",
+            "3",
+            "--save-dir",
+            str(save),
+        ],
+    )
+    out = run(
+        "python",
+        [
+            "-m",
+            "ode_seq.cli.average",
+            "--inputs",
+            str(save),
+            "--num-epoch-checkpoints",
+            "2",
+            "--output",
+            str(save / "averaged.pt"),
+        ],
+    )
     assert "checkpoint3.pt, checkpoint2.pt" in out.stdout
     return save
 
@@ -51,10 +91,24 @@ def _hypotheses(stdout: str):
 
 
 def test_generate_from_averaged_checkpoint_translates_every_test_sentence(data_bin, trained):
-    out = run("fairseq-generate", [
-        str(data_bin), "--user-dir", "user_dir", "--path", str(trained / "averaged.pt"),
-        "--beam", "4", "--lenpen", "0.6", "--max-tokens", "1000", "--gen-subset", "test",
-    ])
+    out = run(
+        "fairseq-generate",
+        [
+            str(data_bin),
+            "--user-dir",
+            "user_dir",
+            "--path",
+            str(trained / "averaged.pt"),
+            "--beam",
+            "4",
+            "--lenpen",
+            "0.6",
+            "--max-tokens",
+            "1000",
+            "--gen-subset",
+            "test",
+        ],
+    )
     hyps = _hypotheses(out.stdout)
     refs = {int(m.group(1)): m.group(2) for m in re.finditer(r"^T-(\d+)\t(.*)$", out.stdout, re.M)}
     assert sorted(hyps) == list(range(25)) and hyps.keys() == refs.keys()
@@ -64,8 +118,17 @@ def test_generate_from_averaged_checkpoint_translates_every_test_sentence(data_b
 
 
 def test_generated_positional_scores_equal_teacher_forced_scores(data_bin, trained):
-    common = [str(data_bin), "--user-dir", "user_dir", "--path", str(trained / "checkpoint_last.pt"),
-              "--max-tokens", "1000", "--gen-subset", "valid"]
+    common = [
+        str(data_bin),
+        "--user-dir",
+        "user_dir",
+        "--path",
+        str(trained / "checkpoint_last.pt"),
+        "--max-tokens",
+        "1000",
+        "--gen-subset",
+        "valid",
+    ]
     gen = run("fairseq-generate", [*common, "--beam", "3", "--nbest", "1"])
     hyps = _hypotheses(gen.stdout)
     scores = {int(i): [float(x) for x in s.split()] for i, s in re.findall(r"^P-(\d+)\t(.*)$", gen.stdout, re.M)}
@@ -75,10 +138,25 @@ def test_generated_positional_scores_equal_teacher_forced_scores(data_bin, train
     src_lines = (data_bin.parent / "valid.src").read_text().splitlines()
     (tmp / "valid.src").write_text("".join(src_lines[i] + "\n" for i in sorted(hyps)))
     (tmp / "valid.tgt").write_text("".join(hyps[i] + "\n" for i in sorted(hyps)))
-    run("fairseq-preprocess", ["--source-lang", "src", "--target-lang", "tgt", "--workers", "1",
-                                "--validpref", str(tmp / "valid"), "--destdir", str(tmp / "bin"),
-                                "--srcdict", str(data_bin / "dict.src.txt"),
-                                "--tgtdict", str(data_bin / "dict.tgt.txt")])
+    run(
+        "fairseq-preprocess",
+        [
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--workers",
+            "1",
+            "--validpref",
+            str(tmp / "valid"),
+            "--destdir",
+            str(tmp / "bin"),
+            "--srcdict",
+            str(data_bin / "dict.src.txt"),
+            "--tgtdict",
+            str(data_bin / "dict.tgt.txt"),
+        ],
+    )
     ref = run("fairseq-generate", [str(tmp / "bin"), *common[1:], "--score-reference"])
     ref_scores = {int(i): [float(x) for x in s.split()] for i, s in re.findall(r"^P-(\d+)\t(.*)$", ref.stdout, re.M)}
     order = sorted(hyps)
@@ -88,10 +166,23 @@ def test_generated_positional_scores_equal_teacher_forced_scores(data_bin, train
 
 
 def test_interactive_translates_stdin_lines(data_bin, trained):
-    out = run("fairseq-interactive", [
-        str(data_bin), "--user-dir", "user_dir", "--path", str(trained / "averaged.pt"),
-        "--beam", "2", "--source-lang", "src", "--target-lang", "tgt",
-    ], stdin="w1 w2 w3\nw4 w5\n")
+    out = run(
+        "fairseq-interactive",
+        [
+            str(data_bin),
+            "--user-dir",
+            "user_dir",
+            "--path",
+            str(trained / "averaged.pt"),
+            "--beam",
+            "2",
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+        ],
+        stdin="w1 w2 w3\nw4 w5\n",
+    )
     assert len(re.findall(r"^H-\d+\t", out.stdout, re.M)) == 2
 
 
@@ -111,49 +202,131 @@ def test_hub_interface_translates(data_bin, trained):
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
 def test_every_architecture_trains_through_fairseq_train(data_bin, tmp_path, arch):
     shared = ["--encoder-share-group-size", "2"] if "shared" in arch else []
-    out = run("fairseq-train", [
-        str(data_bin), "--arch", arch, *TINY_MODEL, *shared, *TRAIN, "--max-update", "2",
-        "--save-dir", str(tmp_path), "--no-save", "--disable-validation",
-    ])
+    out = run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--arch",
+            arch,
+            *TINY_MODEL,
+            *shared,
+            *TRAIN,
+            "--max-update",
+            "2",
+            "--save-dir",
+            str(tmp_path),
+            "--no-save",
+            "--disable-validation",
+        ],
+    )
     assert re.search(r"num_updates 2\b|num_updates=2\b", out.stdout + out.stderr)
 
 
 def test_adaptive_encoder_logs_nfe_and_generates_with_another_solver(data_bin, tmp_path):
-    out = run("fairseq-train", [
-        str(data_bin), "--arch", "ode_transformer_parallel_shared_dopri5", *TINY_MODEL,
-        "--encoder-share-group-size", "2", *TRAIN, "--max-update", "3", "--log-interval", "1",
-        "--save-dir", str(tmp_path), "--max-epoch", "1",
-    ])
+    out = run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--arch",
+            "ode_transformer_parallel_shared_dopri5",
+            *TINY_MODEL,
+            "--encoder-share-group-size",
+            "2",
+            *TRAIN,
+            "--max-update",
+            "3",
+            "--log-interval",
+            "1",
+            "--save-dir",
+            str(tmp_path),
+            "--max-epoch",
+            "1",
+        ],
+    )
     log = out.stdout + out.stderr
     assert re.search(r"train_inner .*encoder_nfe=\d+", log)
     assert re.search(r"valid .*\| encoder_nfe \d+", log)
-    gen = run("fairseq-generate", [
-        str(data_bin), "--user-dir", "user_dir", "--path", str(tmp_path / "checkpoint_last.pt"),
-        "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid",
-        "--model-overrides", "{'encoder_ode_method': 'rk4', 'encoder_ode_steps': 3}",
-    ])
+    gen = run(
+        "fairseq-generate",
+        [
+            str(data_bin),
+            "--user-dir",
+            "user_dir",
+            "--path",
+            str(tmp_path / "checkpoint_last.pt"),
+            "--beam",
+            "2",
+            "--max-tokens",
+            "1000",
+            "--gen-subset",
+            "valid",
+            "--model-overrides",
+            "{'encoder_ode_method': 'rk4', 'encoder_ode_steps': 3}",
+        ],
+    )
     assert len(_hypotheses(gen.stdout)) == 30
 
 
 def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(data_bin, tmp_path):
-    run("fairseq-train", [
-        str(data_bin), "--arch", "ode_transformer_nonauto_small", *TINY_MODEL, *TRAIN,
-        "--time-features", "8", "--time-hidden-dim", "16", "--time-embed-dim", "4",
-        "--max-update", "4", "--save-dir", str(tmp_path), "--max-epoch", "1",
-    ])
+    run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--arch",
+            "ode_transformer_nonauto_small",
+            *TINY_MODEL,
+            *TRAIN,
+            "--time-features",
+            "8",
+            "--time-hidden-dim",
+            "16",
+            "--time-embed-dim",
+            "4",
+            "--max-update",
+            "4",
+            "--save-dir",
+            str(tmp_path),
+            "--max-epoch",
+            "1",
+        ],
+    )
     ckpt = str(tmp_path / "checkpoint_last.pt")
     common = [str(data_bin), "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid"]
-    at_four = run("fairseq-generate", [
-        *common, "--user-dir", "user_dir", "--path", ckpt,
-        "--model-overrides", "{'encoder_ode_steps': 4, 'decoder_ode_steps': 4}",
-    ])
-    out = run("python", ["-m", "ode_seq.cli.export", "--path", ckpt, "--encoder-steps", "4",
-                         "--decoder-steps", "4", "--output", str(tmp_path / "plain.pt")])
+    at_four = run(
+        "fairseq-generate",
+        [
+            *common,
+            "--user-dir",
+            "user_dir",
+            "--path",
+            ckpt,
+            "--model-overrides",
+            "{'encoder_ode_steps': 4, 'decoder_ode_steps': 4}",
+        ],
+    )
+    out = run(
+        "python",
+        [
+            "-m",
+            "ode_seq.cli.export",
+            "--path",
+            ckpt,
+            "--encoder-steps",
+            "4",
+            "--decoder-steps",
+            "4",
+            "--output",
+            str(tmp_path / "plain.pt"),
+        ],
+    )
     assert "exported 4 encoder and 4 decoder layers" in out.stdout
     # Plain fairseq: no --user-dir, safe loading on, run from another directory; without the
     # plugin's batching fix, --required-batch-size-multiple 1 keeps fairseq from dropping sentences.
-    plain = run("fairseq-generate", [*common, "--path", str(tmp_path / "plain.pt"),
-                                     "--required-batch-size-multiple", "1"], cwd=str(tmp_path))
+    plain = run(
+        "fairseq-generate",
+        [*common, "--path", str(tmp_path / "plain.pt"), "--required-batch-size-multiple", "1"],
+        cwd=str(tmp_path),
+    )
     ode_hyps = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", at_four.stdout, re.M)
     plain_hyps = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", plain.stdout, re.M)
     assert len(ode_hyps) == 30
@@ -164,20 +337,68 @@ def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(dat
 
 def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_fairseq(data_bin, tmp_path):
     # Step-count adaptation: materialise at N' = 3, fine-tune with LoRA, merge, decode without the plugin.
-    run("fairseq-train", [
-        str(data_bin), "--arch", "ode_transformer_nonauto_small", *TINY_MODEL, *TRAIN,
-        "--time-features", "8", "--time-hidden-dim", "16", "--time-embed-dim", "4",
-        "--time-network", "per-weight", "--max-update", "4", "--save-dir", str(tmp_path / "ode"),
-    ])
+    run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--arch",
+            "ode_transformer_nonauto_small",
+            *TINY_MODEL,
+            *TRAIN,
+            "--time-features",
+            "8",
+            "--time-hidden-dim",
+            "16",
+            "--time-embed-dim",
+            "4",
+            "--time-network",
+            "per-weight",
+            "--max-update",
+            "4",
+            "--save-dir",
+            str(tmp_path / "ode"),
+        ],
+    )
     materialised = tmp_path / "plain3.pt"
-    run("python", ["-m", "ode_seq.cli.export", "--path", str(tmp_path / "ode" / "checkpoint_last.pt"),
-                   "--encoder-steps", "3", "--decoder-steps", "3", "--output", str(materialised)])
-    run("fairseq-train", [
-        str(data_bin), "--arch", "lora_transformer", *TINY_MODEL, *TRAIN, "--encoder-layers", "3",
-        "--decoder-layers", "3", "--encoder-normalize-before", "--decoder-normalize-before",
-        "--lora-rank", "2", "--finetune-from-model", str(materialised), "--max-update", "3",
-        "--save-dir", str(tmp_path / "lora"),
-    ])
+    run(
+        "python",
+        [
+            "-m",
+            "ode_seq.cli.export",
+            "--path",
+            str(tmp_path / "ode" / "checkpoint_last.pt"),
+            "--encoder-steps",
+            "3",
+            "--decoder-steps",
+            "3",
+            "--output",
+            str(materialised),
+        ],
+    )
+    run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--arch",
+            "lora_transformer",
+            *TINY_MODEL,
+            *TRAIN,
+            "--encoder-layers",
+            "3",
+            "--decoder-layers",
+            "3",
+            "--encoder-normalize-before",
+            "--decoder-normalize-before",
+            "--lora-rank",
+            "2",
+            "--finetune-from-model",
+            str(materialised),
+            "--max-update",
+            "3",
+            "--save-dir",
+            str(tmp_path / "lora"),
+        ],
+    )
     lora = load_checkpoint(str(tmp_path / "lora" / "checkpoint_last.pt"))["model"]
     start = load_checkpoint(str(materialised))["model"]
     adapters = {k: v for k, v in lora.items() if ".lora_" in k}
@@ -185,28 +406,55 @@ def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_
     for name, value in start.items():  # every weight of the materialised model is frozen
         module, _, leaf = name.rpartition(".")
         torch.testing.assert_close(lora.get(f"{module}.base_layer.{leaf}", lora.get(name)), value, msg=name)
-    out = run("python", ["-m", "ode_seq.cli.export", "--path", str(tmp_path / "lora" / "checkpoint_last.pt"),
-                         "--output", str(tmp_path / "merged.pt")])
+    out = run(
+        "python",
+        [
+            "-m",
+            "ode_seq.cli.export",
+            "--path",
+            str(tmp_path / "lora" / "checkpoint_last.pt"),
+            "--output",
+            str(tmp_path / "merged.pt"),
+        ],
+    )
     assert "exported 3 encoder and 3 decoder layers" in out.stdout
     common = [str(data_bin), "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid"]
-    with_adapters = run("fairseq-generate", [
-        *common, "--user-dir", "user_dir", "--path", str(tmp_path / "lora" / "checkpoint_last.pt")])
-    merged = run("fairseq-generate", [*common, "--path", str(tmp_path / "merged.pt"),
-                                      "--required-batch-size-multiple", "1"], cwd=str(tmp_path))
+    with_adapters = run(
+        "fairseq-generate", [*common, "--user-dir", "user_dir", "--path", str(tmp_path / "lora" / "checkpoint_last.pt")]
+    )
+    merged = run(
+        "fairseq-generate",
+        [*common, "--path", str(tmp_path / "merged.pt"), "--required-batch-size-multiple", "1"],
+        cwd=str(tmp_path),
+    )
     assert len(_hypotheses(with_adapters.stdout)) == 30
     assert _hypotheses(merged.stdout) == _hypotheses(with_adapters.stdout)
 
 
-@pytest.mark.parametrize("options, per_sentence", [
-    (["--beam", "4", "--nbest", "3", "--prefix-size", "1"], 3),
-    (["--beam", "2", "--nbest", "2", "--sampling", "--sampling-topk", "5", "--seed", "3"], 2),
-    (["--beam", "3", "--print-alignment"], 1),
-])
+@pytest.mark.parametrize(
+    "options, per_sentence",
+    [
+        (["--beam", "4", "--nbest", "3", "--prefix-size", "1"], 3),
+        (["--beam", "2", "--nbest", "2", "--sampling", "--sampling-topk", "5", "--seed", "3"], 2),
+        (["--beam", "3", "--print-alignment"], 1),
+    ],
+)
 def test_generation_options_work_with_rk_decoder_caches(data_bin, trained, options, per_sentence):
-    out = run("fairseq-generate", [
-        str(data_bin), "--user-dir", "user_dir", "--path", str(trained / "averaged.pt"),
-        "--max-tokens", "1000", "--gen-subset", "test", *options,
-    ])
+    out = run(
+        "fairseq-generate",
+        [
+            str(data_bin),
+            "--user-dir",
+            "user_dir",
+            "--path",
+            str(trained / "averaged.pt"),
+            "--max-tokens",
+            "1000",
+            "--gen-subset",
+            "test",
+            *options,
+        ],
+    )
     hyps = re.findall(r"^H-(\d+)\t\S+\t(.*)$", out.stdout, re.M)
     assert len(hyps) == 25 * per_sentence
     if "--prefix-size" in options:

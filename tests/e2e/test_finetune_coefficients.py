@@ -2,6 +2,7 @@
 architectures with trainable output weights: the coefficients and gates the checkpoint lacks start
 at their initial values (one INFO line says how many), every other weight is the checkpoint's, and
 any other parameter the checkpoint lacks still stops the run."""
+
 from __future__ import annotations
 
 import re
@@ -14,9 +15,23 @@ from tests.e2e.cli import TINY_MODEL, run
 from tests.e2e.corpus import preprocess, write_reversal_corpus
 
 TRAIN = [
-    "--user-dir", "user_dir", "--optimizer", "adam", "--max-tokens", "1000",
-    "--criterion", "label_smoothed_cross_entropy", "--share-all-embeddings", "--seed", "1",
-    "--no-progress-bar", "--log-format", "simple", "--num-workers", "0", "--disable-validation",
+    "--user-dir",
+    "user_dir",
+    "--optimizer",
+    "adam",
+    "--max-tokens",
+    "1000",
+    "--criterion",
+    "label_smoothed_cross_entropy",
+    "--share-all-embeddings",
+    "--seed",
+    "1",
+    "--no-progress-bar",
+    "--log-format",
+    "simple",
+    "--num-workers",
+    "0",
+    "--disable-validation",
 ]
 COEFFICIENTS = re.compile(r"\.combiner\.")
 
@@ -28,34 +43,70 @@ def vanilla(tmp_path_factory):
     write_reversal_corpus(raw, {"train": 120, "valid": 10})
     preprocess(raw, raw / "bin", splits=("train", "valid"))
     save = raw / "vanilla"
-    run("fairseq-train", [
-        str(raw / "bin"), "--arch", "transformer", "--encoder-normalize-before",
-        "--decoder-normalize-before", *TINY_MODEL, *TRAIN, "--lr", "0.003", "--max-update", "3",
-        "--save-dir", str(save),
-    ])
+    run(
+        "fairseq-train",
+        [
+            str(raw / "bin"),
+            "--arch",
+            "transformer",
+            "--encoder-normalize-before",
+            "--decoder-normalize-before",
+            *TINY_MODEL,
+            *TRAIN,
+            "--lr",
+            "0.003",
+            "--max-update",
+            "3",
+            "--save-dir",
+            str(save),
+        ],
+    )
     return raw / "bin", save / "checkpoint_last.pt"
 
 
 def finetune(vanilla, save_dir, arch, *options, check=True):
     """Fine-tune ``vanilla`` into ``arch`` for one update at learning rate 0 (weights unchanged)."""
     data, checkpoint = vanilla
-    return run("fairseq-train", [
-        str(data), "--arch", arch, *TINY_MODEL, *options, *TRAIN, "--lr", "0", "--max-update", "1",
-        "--finetune-from-model", str(checkpoint), "--save-dir", str(save_dir),
-    ], check=check)
+    return run(
+        "fairseq-train",
+        [
+            str(data),
+            "--arch",
+            arch,
+            *TINY_MODEL,
+            *options,
+            *TRAIN,
+            "--lr",
+            "0",
+            "--max-update",
+            "1",
+            "--finetune-from-model",
+            str(checkpoint),
+            "--save-dir",
+            str(save_dir),
+        ],
+        check=check,
+    )
 
 
-@pytest.mark.parametrize("arch, options, initialised", [
-    ("ode_transformer_rk2_learned_small", [], 2 * 2),  # a gate (W, β) per encoder block
-    ("ode_transformer_rk4_encdec_small", ["--ode-coefficients", "free"], 4),  # w per block, both sides
-    ("ode_transformer_rk4_small", ["--ode-coefficients", "learned-shared"], 2 * 2),  # one gate, 2 blocks
-])
+@pytest.mark.parametrize(
+    "arch, options, initialised",
+    [
+        ("ode_transformer_rk2_learned_small", [], 2 * 2),  # a gate (W, β) per encoder block
+        ("ode_transformer_rk4_encdec_small", ["--ode-coefficients", "free"], 4),  # w per block, both sides
+        ("ode_transformer_rk4_small", ["--ode-coefficients", "learned-shared"], 2 * 2),  # one gate, 2 blocks
+    ],
+)
 def test_vanilla_checkpoint_finetunes_into_learned_coefficients_with_its_weights(
-        vanilla, tmp_path, arch, options, initialised):
+    vanilla, tmp_path, arch, options, initialised
+):
     out = finetune(vanilla, tmp_path, arch, *options)
     log = out.stdout + out.stderr
-    initialised_lines = re.findall(r"INFO \| ode_seq\.models\.ode_transformer \| --finetune-from-model: "
-                                   r"the checkpoint lacks (\d+) Runge-Kutta coefficient/gate parameters", log)
+    initialised_lines = re.findall(
+        r"INFO \| ode_seq\.models\.ode_transformer \| --finetune-from-model: "
+        r"the checkpoint lacks (\d+) Runge-Kutta coefficient/gate parameters",
+        log,
+    )
     assert initialised_lines == [str(initialised)], log[-3000:]
     assert re.search(r"num_updates 1\b", log)
     before = load_checkpoint(str(vanilla[1]))["model"]
@@ -67,8 +118,16 @@ def test_vanilla_checkpoint_finetunes_into_learned_coefficients_with_its_weights
 
 
 def test_other_missing_parameters_still_stop_the_finetuning(vanilla, tmp_path):
-    out = finetune(vanilla, tmp_path, "ode_transformer_rk2_learned_small",
-                   "--encoder-layer-history", "learnable_dense", check=False)
+    out = finetune(
+        vanilla,
+        tmp_path,
+        "ode_transformer_rk2_learned_small",
+        "--encoder-layer-history",
+        "learnable_dense",
+        check=False,
+    )
     assert out.returncode != 0
-    assert re.search(r"do not fit the model .* \d+ parameters missing from the checkpoint", out.stderr), out.stderr[-3000:]
+    assert re.search(r"do not fit the model .* \d+ parameters missing from the checkpoint", out.stderr), out.stderr[
+        -3000:
+    ]
     assert not (tmp_path / "checkpoint_last.pt").exists()

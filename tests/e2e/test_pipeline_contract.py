@@ -3,6 +3,7 @@ prints the usage and exits 0; an unknown option, or an old environment-variable 
 usage error (exit 2) naming the fix; the scripts run in the project's virtual environment or say
 how to make one; and every command line in the examples' READMEs uses only options its script has.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,12 +20,26 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"
 SCRIPTS = [
-    "translation/run_bible_demo.sh", "translation/train_bible.sh", "translation/evaluate.sh",
-    "translation/score.sh", "translation/prepare_bible.sh", "translation/prepare_parallel.sh",
-    "translation/prepare_wmt14.sh", "translation/train_wmt14.sh", "translation/quality_study.sh",
-    "translation/demo_sweep.sh", "summarization/prepare.sh", "summarization/train.sh",
-    "summarization/evaluate.sh", "summarization/recipe.sh", "gec/prepare.sh", "gec/train.sh",
-    "gec/evaluate.sh", "distillation/run.sh", "distillation/step_counts.sh", "step_adaptation/run.sh",
+    "translation/run_bible_demo.sh",
+    "translation/train_bible.sh",
+    "translation/evaluate.sh",
+    "translation/score.sh",
+    "translation/prepare_bible.sh",
+    "translation/prepare_parallel.sh",
+    "translation/prepare_wmt14.sh",
+    "translation/train_wmt14.sh",
+    "translation/quality_study.sh",
+    "translation/demo_sweep.sh",
+    "summarization/prepare.sh",
+    "summarization/train.sh",
+    "summarization/evaluate.sh",
+    "summarization/recipe.sh",
+    "gec/prepare.sh",
+    "gec/train.sh",
+    "gec/evaluate.sh",
+    "distillation/run.sh",
+    "distillation/step_counts.sh",
+    "step_adaptation/run.sh",
 ]
 # Arguments a script needs before it reaches an unknown option (score.sh hands all to argparse).
 REQUIRED: Dict[str, List[str]] = {"translation/score.sh": ["--hyp", "h", "--ref", "r", "--lang", "es"]}
@@ -47,10 +62,17 @@ OLD_VARIABLES = [
 ]
 
 
-def run(script: Path, *args: str, env: Optional[Dict[str, str]] = None,
-        cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, cwd=cwd,
-                          env=env if env is not None else dict(os.environ), timeout=120)
+def run(
+    script: Path, *args: str, env: Optional[Dict[str, str]] = None, cwd: Path = REPO_ROOT
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(script), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env if env is not None else dict(os.environ),
+        timeout=120,
+    )
 
 
 def test_the_list_holds_every_entry_script_and_each_is_executable():
@@ -78,8 +100,10 @@ def test_an_unknown_option_is_a_usage_error_naming_it(script, tmp_path):
 def test_an_old_environment_variable_is_a_usage_error_naming_its_flag(script, variable, replacement):
     result = run(EXAMPLES / script, env=dict(os.environ, **{variable: "1"}))
     assert result.returncode == 2, result.stderr
-    assert f"{Path(script).name}: error: the environment variable {variable} is no longer read; " \
-           f"use {replacement} instead" in result.stderr
+    assert (
+        f"{Path(script).name}: error: the environment variable {variable} is no longer read; "
+        f"use {replacement} instead" in result.stderr
+    )
 
 
 @pytest.mark.parametrize("option", ["--max-update", "--gpus"])
@@ -94,17 +118,19 @@ def test_a_missing_option_value_is_a_usage_error():
     assert result.returncode == 2 and "train.sh: error: option --arch needs a value" in result.stderr
 
 
-@pytest.mark.parametrize("script, args", [
-    ("translation/train_bible.sh", ["--max-update", "1"]),
-    ("translation/score.sh", ["--hyp", "h", "--ref", "r", "--lang", "es"]),
-    ("gec/train.sh", []),
-])
+@pytest.mark.parametrize(
+    "script, args",
+    [
+        ("translation/train_bible.sh", ["--max-update", "1"]),
+        ("translation/score.sh", ["--hyp", "h", "--ref", "r", "--lang", "es"]),
+        ("gec/train.sh", []),
+    ],
+)
 def test_a_missing_odeseq_venv_is_a_clear_error(script, args, tmp_path):
     env = dict(os.environ, ODE_SEQ_VENV=str(tmp_path / "missing"))
     result = run(EXAMPLES / script, *args, env=env)
     assert result.returncode == 1
-    assert f"ODE_SEQ_VENV={tmp_path / 'missing'} holds no bin/python; run bash scripts/setup.sh first" \
-           in result.stderr
+    assert f"ODE_SEQ_VENV={tmp_path / 'missing'} holds no bin/python; run bash scripts/setup.sh first" in result.stderr
 
 
 @pytest.fixture
@@ -115,7 +141,8 @@ def fake_root(tmp_path) -> Path:
     (root / "examples" / "probe").mkdir(parents=True)
     shutil.copy(EXAMPLES / "lib.sh", root / "examples" / "lib.sh")
     (root / "examples" / "probe" / "probe.sh").write_text(
-        'source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"\nuse_project_python\ncommand -v python\n')
+        'source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"\nuse_project_python\ncommand -v python\n'
+    )
     return root
 
 
@@ -181,15 +208,14 @@ def test_readme_command_lines_use_only_their_scripts_options(readme, line, scrip
     assignments = re.findall(r"\b([A-Z_0-9]+)=", prefix)
     assert set(assignments) <= {"OMP_NUM_THREADS"}, f"{line}: environment variables are not read"
     words = shlex.split(args.replace("$", ""))
-    options = words[:words.index("--")] if "--" in words else words
+    options = words[: words.index("--")] if "--" in words else words
     usage = run(REPO_ROOT / script, "--help").stdout
     for option in (word for word in options if word.startswith("--")):
         assert re.search(rf"{re.escape(option)}\b", usage), f"{line}: {option} is not in {script} --help"
 
 
 def test_every_example_readme_shows_a_command_line():
-    assert {readme for readme, *_ in readme_commands()} == {
-        p.parent.name for p in EXAMPLES.glob("*/README.md")}
+    assert {readme for readme, *_ in readme_commands()} == {p.parent.name for p in EXAMPLES.glob("*/README.md")}
 
 
 def lib_call(*lines: str) -> subprocess.CompletedProcess:
@@ -205,9 +231,17 @@ def test_a_content_id_follows_the_contents_not_the_place(tmp_path):
         (tmp_path / directory / "y.txt").write_text("two\n")
     (tmp_path / "b" / "renamed.txt").write_text("two\n")
     (tmp_path / "changed.txt").write_text("two!\n")
-    ids = lib_call(*(f"content_id {tmp_path}/{first} {tmp_path}/{second}" for first, second in [
-        ("a/x.txt", "a/y.txt"), ("b/x.txt", "b/renamed.txt"), ("a/y.txt", "a/x.txt"),
-        ("a/x.txt", "changed.txt")]))
+    ids = lib_call(
+        *(
+            f"content_id {tmp_path}/{first} {tmp_path}/{second}"
+            for first, second in [
+                ("a/x.txt", "a/y.txt"),
+                ("b/x.txt", "b/renamed.txt"),
+                ("a/y.txt", "a/x.txt"),
+                ("a/x.txt", "changed.txt"),
+            ]
+        )
+    )
     assert ids.returncode == 0, ids.stderr
     same, moved, swapped, changed = ids.stdout.split()
     assert same == moved and same.startswith("sha256:")

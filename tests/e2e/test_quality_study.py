@@ -1,6 +1,7 @@
 """quality_study.sh end to end on a slice of the Bible corpus: tiny residual and RK4 models, two
 seeds each, trained, averaged, decoded and scored, then summarised as mean ± sd per configuration.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,10 +20,30 @@ from tests.e2e.test_translation_pipeline import run_script
 
 STUDY_TABLE = Path(__file__).resolve().parents[2] / "examples" / "translation" / "study_table.py"
 TINY_STUDY = [
-    "--configs", "residual_6_6 rk4_6_6", "--seeds", "1 2", "--max-update", "10",
-    "--save-interval-updates", "2", "--max-tokens", "600", "--embed-dim", "32", "--jobs", "2",
-    "--train-pairs", "200", "--valid-pairs", "16", "--test-pairs", "16", "--vocab-size", "250",
-    "--workers", "1",
+    "--configs",
+    "residual_6_6 rk4_6_6",
+    "--seeds",
+    "1 2",
+    "--max-update",
+    "10",
+    "--save-interval-updates",
+    "2",
+    "--max-tokens",
+    "600",
+    "--embed-dim",
+    "32",
+    "--jobs",
+    "2",
+    "--train-pairs",
+    "200",
+    "--valid-pairs",
+    "16",
+    "--test-pairs",
+    "16",
+    "--vocab-size",
+    "250",
+    "--workers",
+    "1",
 ]
 
 
@@ -51,8 +72,12 @@ def test_table_reports_mean_and_sd_of_each_configurations_seeds(study):
     rows = tables(stdout)[0]
     assert set(rows) == {"residual (Euler) 6-6", "RK4 6-6"}
     for name, config in (("residual (Euler) 6-6", "residual_6_6"), ("RK4 6-6", "rk4_6_6")):
-        scores = [json.loads((work / "runs" / config / f"seed{seed}" / "eval-test" / "scores.json")
-                             .read_text())["sacrebleu"]["13a"]["score"] for seed in (1, 2)]
+        scores = [
+            json.loads((work / "runs" / config / f"seed{seed}" / "eval-test" / "scores.json").read_text())["sacrebleu"][
+                "13a"
+            ]["score"]
+            for seed in (1, 2)
+        ]
         assert rows[name][2:4] == ["2", "10"]
         assert rows[name][4] == f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}"
         assert rows[name][6] == f"{scores[0]:.2f} (seed 1), {scores[1]:.2f} (seed 2)"
@@ -86,35 +111,47 @@ def load_study_table():
     return module
 
 
-REFERENCES = ["En el principio creó Dios los cielos y la tierra .", "Y la tierra estaba desordenada y vacía .",
-              "Y dijo Dios : Sea la luz ; y fue la luz .", "Y vio Dios que la luz era buena .",
-              "Y llamó Dios a la luz Día , y a las tinieblas llamó Noche .",
-              "Y fue la tarde y la mañana un día .", "Luego dijo Dios : Haya expansión en medio de las aguas .",
-              "E hizo Dios la expansión , y separó las aguas .", "Y llamó Dios a la expansión Cielos .",
-              "Dijo también Dios : Júntense las aguas que están debajo de los cielos en un lugar ."]
+REFERENCES = [
+    "En el principio creó Dios los cielos y la tierra .",
+    "Y la tierra estaba desordenada y vacía .",
+    "Y dijo Dios : Sea la luz ; y fue la luz .",
+    "Y vio Dios que la luz era buena .",
+    "Y llamó Dios a la luz Día , y a las tinieblas llamó Noche .",
+    "Y fue la tarde y la mañana un día .",
+    "Luego dijo Dios : Haya expansión en medio de las aguas .",
+    "E hizo Dios la expansión , y separó las aguas .",
+    "Y llamó Dios a la expansión Cielos .",
+    "Dijo también Dios : Júntense las aguas que están debajo de los cielos en un lugar .",
+]
 
 
 def translations(drop_every: int) -> list[str]:
     """Imperfect 'translations' of REFERENCES: every drop_every-th word left out."""
-    return [" ".join(w for j, w in enumerate(line.split()) if (i + j) % drop_every != drop_every - 1)
-            for i, line in enumerate(REFERENCES)]
+    return [
+        " ".join(w for j, w in enumerate(line.split()) if (i + j) % drop_every != drop_every - 1)
+        for i, line in enumerate(REFERENCES)
+    ]
 
 
-def fake_run(runs_dir: Path, config: str, seed: int, bleu: float, method: str = "rk4",
-             hypotheses: list[str] | None = None) -> None:
+def fake_run(
+    runs_dir: Path, config: str, seed: int, bleu: float, method: str = "rk4", hypotheses: list[str] | None = None
+) -> None:
     run_dir = runs_dir / config / f"seed{seed}"
     (run_dir / "eval-test").mkdir(parents=True)
-    (run_dir / "eval-test" / "generate-test.txt").write_text("".join(
-        f"H-{i}\t-0.5\t{line}\n" for i, line in enumerate(hypotheses or translations(4))))
+    (run_dir / "eval-test" / "generate-test.txt").write_text(
+        "".join(f"H-{i}\t-0.5\t{line}\n" for i, line in enumerate(hypotheses or translations(4)))
+    )
     (run_dir / "train.log").write_text(
         f"Namespace(encoder_layers=6, encoder_ode_method='{method}', seed={seed})\n"
         "num. shared model params: 1,234 (num. trained: 1,234)\n"
         "| train | epoch 002 | loss 5.0 | num_updates 800 | lr 0.001\n"
         f"| valid on 'valid' subset | loss 6.0 | nll_loss {bleu / 2} | ppl 2.0 | num_updates 800\n"
-        "done training in 600.0 seconds\n")
+        "done training in 600.0 seconds\n"
+    )
     sacrebleu = {"score": bleu, "signature": "nrefs:1|tok:13a"}
-    (run_dir / "eval-test" / "scores.json").write_text(json.dumps(
-        {"tokenised_compound_split": {"score": bleu + 1}, "sacrebleu": {"13a": sacrebleu}}))
+    (run_dir / "eval-test" / "scores.json").write_text(
+        json.dumps({"tokenised_compound_split": {"score": bleu + 1}, "sacrebleu": {"13a": sacrebleu}})
+    )
 
 
 def test_table_arithmetic_on_known_scores(tmp_path):
@@ -125,8 +162,17 @@ def test_table_arithmetic_on_known_scores(tmp_path):
     text = table(tmp_path, ["rk4_6_6", "residual_6_6"], "recipe", REFERENCES)
     rows, curves = tables(text)
     assert rows["RK4 6-6"] == [
-        "1,234", "24", "3", "800", "13.00 ± 3.61", "", "10.00 (seed 1), 12.00 (seed 2), 17.00 (seed 3)",
-        "14.00 ± 3.61", "6.500 ± 1.803", "10.0"]
+        "1,234",
+        "24",
+        "3",
+        "800",
+        "13.00 ± 3.61",
+        "",
+        "10.00 (seed 1), 12.00 (seed 2), 17.00 (seed 3)",
+        "14.00 ± 3.61",
+        "6.500 ± 1.803",
+        "10.0",
+    ]
     assert rows["residual (Euler) 6-6"][4] == "no finished runs"
     assert curves == {"RK4 6-6": ["6.500"]}
 
@@ -134,8 +180,9 @@ def test_table_arithmetic_on_known_scores(tmp_path):
     for seed, bleu, drop_every in ((1, 9.0, 4), (3, 16.0, 2)):
         fake_run(tmp_path, "residual_6_6", seed, bleu, method="euler", hypotheses=translations(drop_every))
     rows, differences, curves = tables(table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe", REFERENCES))
-    report, _ = paired_test(translations(4), translations(2), REFERENCES, "es", hypotheses_tokenised=True,
-                            tokenizers=("13a",))
+    report, _ = paired_test(
+        translations(4), translations(2), REFERENCES, "es", hypotheses_tokenised=True, tokenizers=("13a",)
+    )
     assert rows["RK4 6-6"][5] == f"1.000 (seed 1), {report.comparisons[0].p_value:.3f} (seed 3)"
     assert report.comparisons[0].p_value < 0.05
     assert rows["residual (Euler) 6-6"][5] == "(baseline)"
@@ -160,12 +207,15 @@ def test_rerun_reuses_every_run(study):
     assert again.stdout == first
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--configs", "rk8_6_6"], "unknown configuration 'rk8_6_6'"),
-    (["--max-update", "40"], "--max-update 40 saves fewer than the 5 checkpoints"),
-    (["--seeds", "one"], "got 'one'"),
-    (["--embed-dim", "100"], "--embed-dim must be a multiple of 32"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--configs", "rk8_6_6"], "unknown configuration 'rk8_6_6'"),
+        (["--max-update", "40"], "--max-update 40 saves fewer than the 5 checkpoints"),
+        (["--seeds", "one"], "got 'one'"),
+        (["--embed-dim", "100"], "--embed-dim must be a multiple of 32"),
+    ],
+)
 def test_bad_options_fail_before_any_work(tmp_path, args, message):
     result = run_script("quality_study.sh", "--work-dir", str(tmp_path / "work"), *args)
     assert result.returncode != 0
@@ -177,20 +227,48 @@ def test_table_script_runs_from_any_directory_without_pythonpath(tmp_path):
     fake_run(tmp_path / "runs", "rk4_6_6", 1, 7.0)
     (tmp_path / "ref.es").write_text("".join(line + "\n" for line in REFERENCES), encoding="utf-8")
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    result = subprocess.run([sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "runs"),
-                             "--configs", "rk4_6_6", "--ref", "ref.es"], capture_output=True, text=True,
-                            cwd=tmp_path, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(STUDY_TABLE),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--configs",
+            "rk4_6_6",
+            "--ref",
+            "ref.es",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert "| RK4 6-6 | 1,234 | 24 | 1 | 800 | 7.00 (1 seed) |  |" in result.stdout
-    missing = subprocess.run([sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "no"),
-                              "--ref", "ref.es"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    missing = subprocess.run(
+        [sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "no"), "--ref", "ref.es"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
     assert missing.returncode == 2 and "run quality_study.sh first" in missing.stderr
 
 
 def test_tune_picks_each_configurations_setting_and_reuses_its_tuning_run(tmp_path):
     work = tmp_path / "tuned"
-    args = ["--work-dir", str(work), *TINY_STUDY, "--configs", "residual_6_6", "--tune",
-            "--tune-lrs", "1e-3 4e-3", "--tune-warmups", "5"]
+    args = [
+        "--work-dir",
+        str(work),
+        *TINY_STUDY,
+        "--configs",
+        "residual_6_6",
+        "--tune",
+        "--tune-lrs",
+        "1e-3 4e-3",
+        "--tune-warmups",
+        "5",
+    ]
     result = run_script("quality_study.sh", *args)
     assert result.returncode == 0, result.stderr[-4000:]
     grid = work / "grid" / "residual_6_6"

@@ -2,6 +2,7 @@
 written (only the model made tiny and the training short) from a directory outside the repository,
 on a tiny sentencepiece-encoded reversal corpus. The fine-tuning claim is run by
 tests/e2e/test_finetune_coefficients.py; the demo's own printed commands by test_translation_pipeline.py."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,10 @@ BIN = Path(sys.executable).parent
 SHORT_TRAINING = [*TINY_MODEL, "--max-epoch", "5", "--seed", "1", "--num-workers", "0", "--no-progress-bar"]
 
 needs_ode_seq = pytest.mark.skipif(
-    not (BIN / "ode-seq").exists(), reason=f"ode-seq is not installed next to {sys.executable}: "
-    "bash scripts/setup.sh installs the checkout (pip install --no-deps -e .) with its command")
+    not (BIN / "ode-seq").exists(),
+    reason=f"ode-seq is not installed next to {sys.executable}: "
+    "bash scripts/setup.sh installs the checkout (pip install --no-deps -e .) with its command",
+)
 
 
 def fenced_blocks(section: str, language: str) -> List[str]:
@@ -42,10 +45,15 @@ def commands(block: str) -> List[str]:
 
 
 def shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "OMP_NUM_THREADS": "1",
-           "PYTHONWARNINGS": "ignore", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(["bash", "-c", f"set -euo pipefail; {command}"], cwd=cwd, capture_output=True,
-                            text=True, env=env, timeout=600)
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        "OMP_NUM_THREADS": "1",
+        "PYTHONWARNINGS": "ignore",
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+    }
+    result = subprocess.run(
+        ["bash", "-c", f"set -euo pipefail; {command}"], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
+    )
     assert result.returncode == 0, (command, result.stderr[-3000:])
     return result
 
@@ -59,8 +67,13 @@ def workspace(tmp_path_factory) -> Path:
     raw.mkdir()
     write_reversal_corpus(raw, SIZES)
     sentencepiece.SentencePieceTrainer.train(
-        input=f"{raw / 'train.src'},{raw / 'train.tgt'}", model_prefix=str(work / "spm"), vocab_size=40,
-        hard_vocab_limit=False, num_threads=1, minloglevel=2)
+        input=f"{raw / 'train.src'},{raw / 'train.tgt'}",
+        model_prefix=str(work / "spm"),
+        vocab_size=40,
+        hard_vocab_limit=False,
+        num_threads=1,
+        minloglevel=2,
+    )
     pieces = sentencepiece.SentencePieceProcessor(model_file=str(work / "spm.model"))
     encoded = work / "encoded"
     encoded.mkdir()
@@ -68,7 +81,8 @@ def workspace(tmp_path_factory) -> Path:
         for side, language in (("src", "en"), ("tgt", "es")):
             lines = (raw / f"{split}.{side}").read_text().splitlines()
             (encoded / f"{split}.{language}").write_text(
-                "".join(" ".join(pieces.encode(line, out_type=str)) + "\n" for line in lines))
+                "".join(" ".join(pieces.encode(line, out_type=str)) + "\n" for line in lines)
+            )
     preprocess(encoded, work / "data-bin", languages=("en", "es"))
     (work / "test.ref").write_text((raw / "test.tgt").read_text())
     return work
@@ -90,7 +104,8 @@ def usage_outputs(workspace) -> Dict[str, subprocess.CompletedProcess]:
 @needs_ode_seq
 def test_readme_commands_train_average_generate_and_score(workspace, usage_outputs):
     assert sorted(p.name for p in (workspace / "checkpoints").glob("checkpoint?.pt")) == [
-        f"checkpoint{epoch}.pt" for epoch in range(1, 6)]
+        f"checkpoint{epoch}.pt" for epoch in range(1, 6)
+    ]
     assert "averaged 5 checkpoints" in usage_outputs["ode-seq average"].stdout
     generated = (workspace / "generated.txt").read_text()
     assert len(re.findall(r"^H-\d+\t", generated, re.M)) == SIZES["test"]

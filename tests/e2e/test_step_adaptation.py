@@ -1,4 +1,5 @@
 """The step-count example scripts: option checks before any work, and their result tables."""
+
 from __future__ import annotations
 
 import json
@@ -18,22 +19,30 @@ def _bash(script: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", script, *args], capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("options, message", [
-    (["--step-counts", "3 x"], "positive whole number expected, got 'x'"),
-    (["--time-network", "shared"], "--time-network must be per-block or per-weight"),
-    (["--lora-rank"], "option --lora-rank needs a value"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--step-counts", "3 x"], "positive whole number expected, got 'x'"),
+        (["--time-network", "shared"], "--time-network must be per-block or per-weight"),
+        (["--lora-rank"], "option --lora-rank needs a value"),
+    ],
+)
 def test_adaptation_script_refuses_bad_options_before_doing_anything(tmp_path, options, message):
     result = _bash(os.path.join(ADAPTATION, "run.sh"), "--work-dir", str(tmp_path / "work"), *options)
     assert result.returncode == 2 and message in result.stderr
     assert not (tmp_path / "work").exists()
 
 
-@pytest.mark.parametrize("options, message", [
-    ([], "--checkpoint, --data-bin, --ref and --lang are required"),
-    (["--checkpoint", "x.pt", "--data-bin", "d", "--ref", "r", "--lang", "es", "--steps", "0"],
-     "--steps takes positive whole numbers, got '0'"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ([], "--checkpoint, --data-bin, --ref and --lang are required"),
+        (
+            ["--checkpoint", "x.pt", "--data-bin", "d", "--ref", "r", "--lang", "es", "--steps", "0"],
+            "--steps takes positive whole numbers, got '0'",
+        ),
+    ],
+)
 def test_step_count_script_refuses_bad_options(options, message):
     result = _bash(os.path.join(DISTILLATION, "step_counts.sh"), *options)
     assert result.returncode == 2 and message in result.stderr
@@ -55,20 +64,34 @@ def _work_dir(tmp_path, lora_hypotheses: int = 3):
     for n, base in ((3, 1.0), (6, 2.0)):
         for variant, offset in (("zero-shot", 0.0), ("full", 0.5), ("lora", 0.25)):
             directory = tmp_path / "adapt" / f"N{n}" / variant
-            _evaluation(str(directory / "eval-test"), base + offset, 1.5 * n,
-                        lora_hypotheses if variant == "lora" else 3)
+            _evaluation(
+                str(directory / "eval-test"), base + offset, 1.5 * n, lora_hypotheses if variant == "lora" else 3
+            )
             if variant != "zero-shot":
                 trained = 1000 * n if variant == "full" else 100 * n
                 (directory / "train.log").write_text(
-                    f"x | num. shared model params: {1000 * n:,} (num. trained: {trained:,})\n")
+                    f"x | num. shared model params: {1000 * n:,} (num. trained: {trained:,})\n"
+                )
     (tmp_path / "test.es").write_text("a\nb\nc\n")
 
 
 def _table(tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, os.path.join(ADAPTATION, "table.py"), "--work-dir", str(tmp_path),
-         "--steps", "6", "--step-counts", "3", "6", "--ref", str(tmp_path / "test.es")],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            os.path.join(ADAPTATION, "table.py"),
+            "--work-dir",
+            str(tmp_path),
+            "--steps",
+            "6",
+            "--step-counts",
+            "3",
+            "6",
+            "--ref",
+            str(tmp_path / "test.es"),
+        ],
+        capture_output=True,
+        text=True,
     )
 
 

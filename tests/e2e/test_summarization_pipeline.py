@@ -4,6 +4,7 @@ Small .story files written here go through prepare.sh -> train.sh (a few updates
 evaluate.sh (beam search, detokenisation, ROUGE); bad inputs must fail clearly or be
 counted as skips, never misalign summaries with articles.
 """
+
 from __future__ import annotations
 
 import csv
@@ -38,7 +39,14 @@ TINY_MODEL = (
 ).split()
 
 PLACES = ["WASHINGTON", "LONDON, England", "ATLANTA, Georgia", "PARIS, France", "TOKYO, Japan", "NAIROBI, Kenya"]
-PEOPLE = ["Mr. John Carter", "Dr. Amina Yusuf", "Sen. Mary Lopez", "Gen. David Okafor", "Prof. Lena Berg", "Gov. Tom Reid"]
+PEOPLE = [
+    "Mr. John Carter",
+    "Dr. Amina Yusuf",
+    "Sen. Mary Lopez",
+    "Gen. David Okafor",
+    "Prof. Lena Berg",
+    "Gov. Tom Reid",
+]
 TOPICS = ["a new bridge", "the flood defences", "a vaccine trial", "the rail strike", "a school reform", "the budget"]
 
 
@@ -56,7 +64,11 @@ def story_text(index: int, *, dm: bool = False, paragraphs: int = 4, highlights:
     if body:
         opening = f"By .\nDaily Mail Reporter .\nPUBLISHED: .\n10:0{index % 10} EST, 1 March 2013 .\n|\n" if dm else ""
         body[0] = opening + (f"{place} (CNN) -- " if not dm else "") + body[0]
-    notes = [f"{person} backs {topic} at $3.{index} billion", f"{index + 12} people were consulted", "The U.N. supports it"]
+    notes = [
+        f"{person} backs {topic} at $3.{index} billion",
+        f"{index + 12} people were consulted",
+        "The U.N. supports it",
+    ]
     lines = body + [""] + [f"@highlight\n\n{note}\n" for note in notes[:highlights]]
     return "\n".join(lines) + "\n"
 
@@ -73,7 +85,11 @@ def write_corpus(root: Path, stories: Dict[str, List[str]], texts: Dict[str, str
 
 
 def url(index: int, dm: bool = False) -> str:
-    return f"http://www.dailymail.co.uk/news/article-{index}" if dm else f"http://www.cnn.com/2013/03/0{index % 9}/story-{index}"
+    return (
+        f"http://www.dailymail.co.uk/news/article-{index}"
+        if dm
+        else f"http://www.cnn.com/2013/03/0{index % 9}/story-{index}"
+    )
 
 
 def standard_corpus(root: Path) -> Dict[str, List[str]]:
@@ -97,7 +113,11 @@ def standard_corpus(root: Path) -> Dict[str, List[str]]:
 
 def run_script(name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run(
-        ["bash", str(RECIPE / name), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        ["bash", str(RECIPE / name), *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if check and result.returncode != 0:
         raise AssertionError(f"{name} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
@@ -120,16 +140,65 @@ def pipeline(tmp_path_factory) -> Dict[str, Path]:
     root = tmp_path_factory.mktemp("cnndm")
     splits = standard_corpus(root)
     data, save = root / "data", root / "checkpoints"
-    run_script("prepare.sh", "--cnn-stories", str(root / "cnn/stories"), "--dm-stories", str(root / "dailymail/stories"),
-               "--url-lists", str(root / "url_lists"), "--work-dir", str(data), "--vocab-size", "120", "--workers", "1")
-    training = run_script(
-        "train.sh", "--work-dir", str(data), "--save-dir", str(save), "--arch", ARCH, "--gpus", "0",
-        "--max-tokens", "2048", "--max-update", "3", "--", *TINY_MODEL, "--num-workers", "0", "--no-epoch-checkpoints",
+    run_script(
+        "prepare.sh",
+        "--cnn-stories",
+        str(root / "cnn/stories"),
+        "--dm-stories",
+        str(root / "dailymail/stories"),
+        "--url-lists",
+        str(root / "url_lists"),
+        "--work-dir",
+        str(data),
+        "--vocab-size",
+        "120",
+        "--workers",
+        "1",
     )
-    evaluation = run_script("evaluate.sh", "--work-dir", str(data), "--checkpoint", str(save / "checkpoint_last.pt"),
-                            "--out-dir", str(root / "eval"), "--gpus", "0", "--min-len", "3", "--max-len-b", "12")
-    return {"root": root, "data": data, "save": save, "eval": root / "eval", "splits": splits,
-            "train_log": training.stdout + training.stderr, "eval_log": evaluation.stdout}
+    training = run_script(
+        "train.sh",
+        "--work-dir",
+        str(data),
+        "--save-dir",
+        str(save),
+        "--arch",
+        ARCH,
+        "--gpus",
+        "0",
+        "--max-tokens",
+        "2048",
+        "--max-update",
+        "3",
+        "--",
+        *TINY_MODEL,
+        "--num-workers",
+        "0",
+        "--no-epoch-checkpoints",
+    )
+    evaluation = run_script(
+        "evaluate.sh",
+        "--work-dir",
+        str(data),
+        "--checkpoint",
+        str(save / "checkpoint_last.pt"),
+        "--out-dir",
+        str(root / "eval"),
+        "--gpus",
+        "0",
+        "--min-len",
+        "3",
+        "--max-len-b",
+        "12",
+    )
+    return {
+        "root": root,
+        "data": data,
+        "save": save,
+        "eval": root / "eval",
+        "splits": splits,
+        "train_log": training.stdout + training.stderr,
+        "eval_log": evaluation.stdout,
+    }
 
 
 def test_pipeline_writes_one_summary_per_test_article_and_rouge_json(pipeline):
@@ -188,7 +257,9 @@ def test_prepare_truncates_sources_to_500_subwords_but_not_summaries(pipeline):
     lengths = [len(line.split()) for line in read_lines(pipeline["data"] / "subword" / "train.source")]
     assert max(lengths) == 500 and min(lengths) < 500
     assert (pipeline["data"] / "bin" / "spm.model").is_file()
-    assert (pipeline["data"] / "bin" / "dict.source.txt").read_text() == (pipeline["data"] / "bin" / "dict.target.txt").read_text()
+    assert (pipeline["data"] / "bin" / "dict.source.txt").read_text() == (
+        pipeline["data"] / "bin" / "dict.target.txt"
+    ).read_text()
 
 
 def test_prepare_removes_cnn_dateline_and_daily_mail_header(pipeline):
@@ -211,8 +282,16 @@ def test_keep_bylines_reproduces_the_standard_text(tmp_path):
 def test_missing_url_list_is_an_error_naming_the_file(tmp_path):
     standard_corpus(tmp_path)
     (tmp_path / "url_lists" / "all_val.txt").unlink()
-    result = extract("stories", "--stories", str(tmp_path / "cnn/stories"), str(tmp_path / "dailymail/stories"),
-                     "--url-lists", str(tmp_path / "url_lists"), "--out-dir", str(tmp_path / "raw"))
+    result = extract(
+        "stories",
+        "--stories",
+        str(tmp_path / "cnn/stories"),
+        str(tmp_path / "dailymail/stories"),
+        "--url-lists",
+        str(tmp_path / "url_lists"),
+        "--out-dir",
+        str(tmp_path / "raw"),
+    )
     assert result.returncode == 2
     assert f"URL list not found: {tmp_path / 'url_lists' / 'all_val.txt'}" in result.stderr
     assert not (tmp_path / "raw").exists() and not (tmp_path / "raw.partial").exists()
@@ -222,8 +301,14 @@ def test_missing_story_is_an_error_unless_skipped_and_counted(tmp_path):
     splits = standard_corpus(tmp_path)
     missing = hashlib.sha1(splits["test"][1].encode()).hexdigest()
     (tmp_path / "cnn" / "stories" / f"{missing}.story").unlink()
-    common = ["stories", "--stories", str(tmp_path / "cnn/stories"), str(tmp_path / "dailymail/stories"),
-              "--url-lists", str(tmp_path / "url_lists")]
+    common = [
+        "stories",
+        "--stories",
+        str(tmp_path / "cnn/stories"),
+        str(tmp_path / "dailymail/stories"),
+        "--url-lists",
+        str(tmp_path / "url_lists"),
+    ]
     failed = extract(*common, "--out-dir", str(tmp_path / "strict"))
     assert failed.returncode == 2
     assert f"1 of 3 test stories are missing, e.g. {missing}.story" in failed.stderr
@@ -237,8 +322,16 @@ def test_missing_story_is_an_error_unless_skipped_and_counted(tmp_path):
 
 def test_table_form_gives_the_same_examples_as_story_files(tmp_path):
     splits = standard_corpus(tmp_path)
-    stories = extract("stories", "--stories", str(tmp_path / "cnn/stories"), str(tmp_path / "dailymail/stories"),
-                      "--url-lists", str(tmp_path / "url_lists"), "--out-dir", str(tmp_path / "from_stories"))
+    stories = extract(
+        "stories",
+        "--stories",
+        str(tmp_path / "cnn/stories"),
+        str(tmp_path / "dailymail/stories"),
+        "--url-lists",
+        str(tmp_path / "url_lists"),
+        "--out-dir",
+        str(tmp_path / "from_stories"),
+    )
     assert stories.returncode == 0, stories.stderr
     tables = tmp_path / "tables"
     tables.mkdir()
@@ -250,7 +343,9 @@ def test_table_form_gives_the_same_examples_as_story_files(tmp_path):
             text = (tmp_path / folder / "stories" / f"{name}.story").read_text()
             example = example_from_story(text, keep_bylines=True)
             highlights = [line for line in text.split("@highlight")[1:]]
-            records.append({"id": name, "article": example.article, "highlights": "\n".join(h.strip() for h in highlights)})
+            records.append(
+                {"id": name, "article": example.article, "highlights": "\n".join(h.strip() for h in highlights)}
+            )
         if split == "test":
             (tables / f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         else:
@@ -263,7 +358,8 @@ def test_table_form_gives_the_same_examples_as_story_files(tmp_path):
     for split in ("train", "valid", "test"):
         for suffix in ("source", "target", "ids"):
             assert read_lines(tmp_path / "from_tables" / f"{split}.{suffix}") == read_lines(
-                tmp_path / "from_stories" / f"{split}.{suffix}"), f"{split}.{suffix}"
+                tmp_path / "from_stories" / f"{split}.{suffix}"
+            ), f"{split}.{suffix}"
 
 
 def test_gpt2_bpe_truncates_sources_to_500_and_decodes_back(tmp_path):
@@ -274,16 +370,31 @@ def test_gpt2_bpe_truncates_sources_to_500_and_decodes_back(tmp_path):
     short_text = "Mr. Carter said: \u201cWe won.\u201d"
     (tmp_path / "in.txt").write_text(f"{long_text}\n{short_text}\n", encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, str(RECIPE / "subword.py"), "encode", "--kind", "gpt2", "--max-tokens", "500",
-         "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.txt")],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            str(RECIPE / "subword.py"),
+            "encode",
+            "--kind",
+            "gpt2",
+            "--max-tokens",
+            "500",
+            "--input",
+            str(tmp_path / "in.txt"),
+            "--output",
+            str(tmp_path / "out.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert "2 lines, 1 truncated to 500 subwords" in result.stderr
     long_ids, short_ids = (line.split() for line in read_lines(tmp_path / "out.txt"))
     assert len(long_ids) == 500
     files = subprocess.run([sys.executable, str(RECIPE / "subword.py"), "gpt2-files"], capture_output=True, text=True)
-    encoder = get_encoder(os.path.join(files.stdout.strip(), "encoder.json"), os.path.join(files.stdout.strip(), "vocab.bpe"))
+    encoder = get_encoder(
+        os.path.join(files.stdout.strip(), "encoder.json"), os.path.join(files.stdout.strip(), "vocab.bpe")
+    )
     assert encoder.decode([int(i) for i in short_ids]) == short_text
     assert long_text.startswith(encoder.decode([int(i) for i in long_ids]))
 
@@ -292,17 +403,36 @@ def test_evaluate_refuses_hypothesis_count_different_from_references(pipeline, t
     out = tmp_path / "eval"
     out.mkdir()
     (out / "generate-test.txt").write_text("S-0\tx\nD-0\t-0.5\tOnly one summary .\n")
-    result = run_script("evaluate.sh", "--work-dir", str(pipeline["data"]),
-                        "--checkpoint", str(pipeline["save"] / "checkpoint_last.pt"), "--out-dir", str(out),
-                        "--gpus", "0", check=False)
+    result = run_script(
+        "evaluate.sh",
+        "--work-dir",
+        str(pipeline["data"]),
+        "--checkpoint",
+        str(pipeline["save"] / "checkpoint_last.pt"),
+        "--out-dir",
+        str(out),
+        "--gpus",
+        "0",
+        check=False,
+    )
     assert result.returncode == 1
     assert "1 hypotheses in" in result.stderr and "but 3 references in" in result.stderr
     assert not (out / "rouge.json").exists()
 
 
 def test_evaluate_refuses_outputs_made_with_other_settings_or_before_the_checkpoint_changed(pipeline, tmp_path):
-    settings = ["--work-dir", str(pipeline["data"]), "--checkpoint", str(pipeline["save"] / "checkpoint_last.pt"),
-                "--gpus", "0", "--min-len", "3", "--max-len-b", "12"]
+    settings = [
+        "--work-dir",
+        str(pipeline["data"]),
+        "--checkpoint",
+        str(pipeline["save"] / "checkpoint_last.pt"),
+        "--gpus",
+        "0",
+        "--min-len",
+        "3",
+        "--max-len-b",
+        "12",
+    ]
     rouge = (pipeline["eval"] / "rouge.json").read_bytes()
     other_beam = run_script("evaluate.sh", *settings, "--out-dir", str(pipeline["eval"]), "--beam", "2", check=False)
     assert other_beam.returncode != 0

@@ -5,6 +5,7 @@ few updates → average the saved checkpoints → beam search → BLEU. The arch
 ODE_SEQ_TEST_ARCH, or ode_transformer_rk4_small when user_dir registers it, else fairseq's
 transformer; tiny sizes are passed on the command line either way.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -23,10 +24,24 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TRANSLATION = REPO_ROOT / "examples" / "translation"
 TEST_PAIRS = 16
 TINY_MODEL = [
-    "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
-    "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
-    "--encoder-layers", "2", "--decoder-layers", "2", "--max-tokens", "600",
+    "--encoder-embed-dim",
+    "32",
+    "--decoder-embed-dim",
+    "32",
+    "--encoder-ffn-embed-dim",
+    "64",
+    "--decoder-ffn-embed-dim",
+    "64",
+    "--encoder-attention-heads",
+    "2",
+    "--decoder-attention-heads",
+    "2",
+    "--encoder-layers",
+    "2",
+    "--decoder-layers",
+    "2",
+    "--max-tokens",
+    "600",
 ]
 
 
@@ -34,8 +49,9 @@ def pipeline_arch() -> str:
     if os.environ.get("ODE_SEQ_TEST_ARCH"):
         return os.environ["ODE_SEQ_TEST_ARCH"]
     sys.path.insert(0, str(REPO_ROOT))
-    import user_dir  # noqa: F401  (registers the ODE architectures)
     from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import user_dir  # noqa: F401  (registers the ODE architectures)
 
     small_rk4 = "ode_transformer_rk4_small"
     return small_rk4 if small_rk4 in ARCH_MODEL_REGISTRY else "transformer"
@@ -43,20 +59,44 @@ def pipeline_arch() -> str:
 
 ARCH = pipeline_arch()
 PREPARE_ARGS = [
-    "--train-pairs", "200", "--valid-pairs", "16", "--test-pairs", str(TEST_PAIRS),
-    "--vocab-size", "250", "--workers", "1",
+    "--train-pairs",
+    "200",
+    "--valid-pairs",
+    "16",
+    "--test-pairs",
+    str(TEST_PAIRS),
+    "--vocab-size",
+    "250",
+    "--workers",
+    "1",
 ]
 DEMO_ARGS = [
-    "--arch", ARCH, *PREPARE_ARGS, "--max-update", "6", "--save-interval-updates", "2",
-    "--max-len-a", "0", "--max-len-b", "6", "--", *TINY_MODEL,
+    "--arch",
+    ARCH,
+    *PREPARE_ARGS,
+    "--max-update",
+    "6",
+    "--save-interval-updates",
+    "2",
+    "--max-len-a",
+    "0",
+    "--max-len-b",
+    "6",
+    "--",
+    *TINY_MODEL,
 ]
 
 
 def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run([str(TRANSLATION / script), *args], capture_output=True, text=True,
-                          env=env, cwd=REPO_ROOT, timeout=600)
+    env = dict(
+        os.environ,
+        PYTHONWARNINGS="ignore",
+        OMP_NUM_THREADS="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
+    return subprocess.run(
+        [str(TRANSLATION / script), *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +130,10 @@ def test_training_stops_at_the_update_budget_with_one_checkpoint_every_two_updat
     work, _, kept = demo
     save_dir = work / "checkpoints" / ARCH
     assert sorted(p.name for p in kept.glob("checkpoint_*_*.pt")) == [
-        "checkpoint_1_2.pt", "checkpoint_1_4.pt", "checkpoint_1_6.pt"]
+        "checkpoint_1_2.pt",
+        "checkpoint_1_4.pt",
+        "checkpoint_1_6.pt",
+    ]
     updates = re.findall(r"num_updates[ =](\d+)", (save_dir / "train.log").read_text())
     assert max(map(int, updates)) == 6
     data_bin = work / "data-bin"
@@ -121,8 +164,12 @@ def test_progress_lines_count_updates_and_estimate_the_time_left(demo):
     stderr = demo[1].stderr
     assert re.search(r"^update 1/6 \(17%\) \| loss [0-9.]+", stderr, re.M)
     for update in range(2, 7):  # the speed is measured from the second progress line on
-        assert re.search(rf"^update {update}/6 \({round(100 * update / 6)}%\) \| loss [0-9.]+ \| "
-                         r"[0-9.]+ updates/s \| ~[0-9]+ s left$", stderr, re.M), update
+        assert re.search(
+            rf"^update {update}/6 \({round(100 * update / 6)}%\) \| loss [0-9.]+ \| "
+            r"[0-9.]+ updates/s \| ~[0-9]+ s left$",
+            stderr,
+            re.M,
+        ), update
     assert "validation after 6 updates: loss" in stderr
 
 
@@ -143,11 +190,21 @@ def test_demo_shows_three_test_translations_next_to_their_references(demo):
 def test_printed_commands_translate_your_own_sentence(demo):
     commands = demo[1].stdout.split("Translate your own sentences")[1].splitlines()[1:3]
     assert "fairseq-interactive" in commands[0] and "from_pretrained" in commands[1]
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        PYTHONWARNINGS="ignore",
+        OMP_NUM_THREADS="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     for command in commands:
-        result = subprocess.run(["bash", "-c", f"set -o pipefail; {command.strip()}"], capture_output=True,
-                                text=True, env=env, cwd="/", timeout=300)
+        result = subprocess.run(
+            ["bash", "-c", f"set -o pipefail; {command.strip()}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd="/",
+            timeout=300,
+        )
         assert result.returncode == 0, (command, result.stderr[-3000:])
         (translation,) = result.stdout.strip().splitlines()
         assert translation.strip(), command
@@ -178,9 +235,19 @@ def test_evaluation_refuses_to_reuse_translations_made_with_another_beam(demo):
     work = demo[0]
     eval_dir = work / "checkpoints" / ARCH / "eval-test"
     scores = (eval_dir / "scores.txt").read_bytes()
-    result = run_script("evaluate.sh", "--data-bin", str(work / "data-bin"), "--checkpoint-dir",
-                        str(work / "checkpoints" / ARCH), "--ref", str(work / "raw" / "test.es"),
-                        "--lang", "es", "--beam", "1")
+    result = run_script(
+        "evaluate.sh",
+        "--data-bin",
+        str(work / "data-bin"),
+        "--checkpoint-dir",
+        str(work / "checkpoints" / ARCH),
+        "--ref",
+        str(work / "raw" / "test.es"),
+        "--lang",
+        "es",
+        "--beam",
+        "1",
+    )
     assert result.returncode != 0
     assert f"{eval_dir} was prepared with other settings" in result.stderr
     assert (eval_dir / "scores.txt").read_bytes() == scores
@@ -191,8 +258,7 @@ def test_a_moved_work_dir_resumes_and_a_changed_corpus_is_refused(demo, tmp_path
     moved, corpus = tmp_path / "moved", tmp_path / "corpus"
     shutil.copytree(work, moved)
     shutil.copytree(TRANSLATION / "data", corpus)
-    prepared = run_script("prepare_bible.sh", "--work-dir", str(moved), "--corpus-dir", str(corpus),
-                          *PREPARE_ARGS)
+    prepared = run_script("prepare_bible.sh", "--work-dir", str(moved), "--corpus-dir", str(corpus), *PREPARE_ARGS)
     assert prepared.returncode == 0, prepared.stderr[-4000:]
     assert "skip binarisation" in prepared.stderr
     again = run_script("run_bible_demo.sh", "--work-dir", str(moved), *DEMO_ARGS)
@@ -203,8 +269,7 @@ def test_a_moved_work_dir_resumes_and_a_changed_corpus_is_refused(demo, tmp_path
 
     with gzip.open(corpus / "test.tsv.gz", "at", encoding="utf-8") as test_split:
         test_split.write("Gen 99:1\tOne more verse.\tUn versículo más.\n")
-    changed = run_script("prepare_bible.sh", "--work-dir", str(moved), "--corpus-dir", str(corpus),
-                         *PREPARE_ARGS)
+    changed = run_script("prepare_bible.sh", "--work-dir", str(moved), "--corpus-dir", str(corpus), *PREPARE_ARGS)
     assert changed.returncode == 1
     assert f"{moved / 'corpus'} was prepared with other settings" in changed.stderr
 
@@ -222,13 +287,16 @@ def write_pair(prefix: Path, src_lines, tgt_lines) -> None:
         Path(f"{prefix}.{lang}").write_bytes(data)
 
 
-@pytest.mark.parametrize("case, message", [
-    ("line_counts", "train.es ends at line 2 but"),
-    ("empty_line", "valid.es line 2 is empty"),
-    ("not_utf8", "test.en line 2: byte 0xe9 is not UTF-8"),
-    ("missing_file", "test.es does not exist"),
-    ("missing_codes", "BPE codes file"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("line_counts", "train.es ends at line 2 but"),
+        ("empty_line", "valid.es line 2 is empty"),
+        ("not_utf8", "test.en line 2: byte 0xe9 is not UTF-8"),
+        ("missing_file", "test.es does not exist"),
+        ("missing_codes", "BPE codes file"),
+    ],
+)
 def test_prepare_rejects_bad_input_with_a_clear_error_and_no_outputs(tmp_path, case, message):
     good = ["In the beginning.", "God said."], ["En el principio.", "Dijo Dios."]
     write_pair(tmp_path / "train", *good)
@@ -246,9 +314,24 @@ def test_prepare_rejects_bad_input_with_a_clear_error_and_no_outputs(tmp_path, c
     elif case == "missing_codes":
         extra = ["--bpe-codes", str(tmp_path / "missing.codes")]
     work = tmp_path / "work"
-    result = run_script("prepare_parallel.sh", "--train", str(tmp_path / "train"),
-                        "--valid", str(tmp_path / "valid"), "--test", str(tmp_path / "test"),
-                        "--src", "en", "--tgt", "es", "--work-dir", str(work), "--workers", "1", *extra)
+    result = run_script(
+        "prepare_parallel.sh",
+        "--train",
+        str(tmp_path / "train"),
+        "--valid",
+        str(tmp_path / "valid"),
+        "--test",
+        str(tmp_path / "test"),
+        "--src",
+        "en",
+        "--tgt",
+        "es",
+        "--work-dir",
+        str(work),
+        "--workers",
+        "1",
+        *extra,
+    )
     assert result.returncode != 0
     assert message in result.stderr
     leftovers = sorted(p.name for p in work.iterdir()) if work.exists() else []

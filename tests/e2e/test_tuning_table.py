@@ -1,5 +1,6 @@
 """tuning_table.py: the choice of each configuration's learning rate and warmup by final validation
 NLL, and the tuning table of quality_study.sh --tune."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,9 +17,12 @@ def fake_run(grid: Path, config: str, setting: str, curve: dict, done: bool = Tr
     lr, warmup = setting.split("/")
     run_dir = grid / config / f"lr{lr}-warmup{warmup}" / "seed1"
     run_dir.mkdir(parents=True)
-    (run_dir / "train.log").write_text("".join(
-        f"| valid on 'valid' subset | loss 9.0 | nll_loss {nll} | ppl 2.0 | num_updates {update}\n"
-        for update, nll in curve.items()))
+    (run_dir / "train.log").write_text(
+        "".join(
+            f"| valid on 'valid' subset | loss 9.0 | nll_loss {nll} | ppl 2.0 | num_updates {update}\n"
+            for update, nll in curve.items()
+        )
+    )
     if done:
         (run_dir / "train.done").touch()
 
@@ -43,8 +47,18 @@ def test_best_setting_has_the_lowest_final_nll_not_the_lowest_along_the_way(tmp_
     fake_run(tmp_path, "rk4_6_6", "1e-3/300", {200: 7.0, 400: 6.0})
     fake_run(tmp_path, "rk4_6_6", "2e-3/300", {200: 6.5, 400: 5.5})
     fake_run(tmp_path, "rk4_6_6", "4e-3/300", {200: 5.0, 400: 5.6})
-    result = tuning_table("--grid-dir", str(tmp_path), "--seed", "1", "--best", "rk4_6_6",
-                          "--settings", "1e-3/300", "2e-3/300", "4e-3/300")
+    result = tuning_table(
+        "--grid-dir",
+        str(tmp_path),
+        "--seed",
+        "1",
+        "--best",
+        "rk4_6_6",
+        "--settings",
+        "1e-3/300",
+        "2e-3/300",
+        "4e-3/300",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "2e-3 300\n"
 
@@ -52,8 +66,9 @@ def test_best_setting_has_the_lowest_final_nll_not_the_lowest_along_the_way(tmp_
 def test_a_tie_goes_to_the_first_setting_listed(tmp_path, tuning_table):
     for setting in ("2e-3/150", "2e-3/600"):
         fake_run(tmp_path, "residual_6_6", setting, {400: 5.5})
-    result = tuning_table("--grid-dir", str(tmp_path), "--seed", "1", "--best", "residual_6_6",
-                          "--settings", "2e-3/600", "2e-3/150")
+    result = tuning_table(
+        "--grid-dir", str(tmp_path), "--seed", "1", "--best", "residual_6_6", "--settings", "2e-3/600", "2e-3/150"
+    )
     assert result.stdout == "2e-3 600\n"
 
 
@@ -61,12 +76,26 @@ def test_table_marks_the_choice_and_a_choice_at_the_edge_of_the_grid(tmp_path, t
     for lr, nll in (("1e-3", 5.9), ("2e-3", 5.5), ("4e-3", 5.2)):
         fake_run(tmp_path, "rk4_6_6", f"{lr}/300", {200: 7.0, 400: nll})
     fake_run(tmp_path, "rk4_6_6", "4e-3/150", {200: 6.9, 400: 5.3})
-    result = tuning_table("--grid-dir", str(tmp_path), "--seed", "1", "--config", "rk4_6_6",
-                          "1e-3/300", "2e-3/300", "4e-3/300", "4e-3/150")
+    result = tuning_table(
+        "--grid-dir",
+        str(tmp_path),
+        "--seed",
+        "1",
+        "--config",
+        "rk4_6_6",
+        "1e-3/300",
+        "2e-3/300",
+        "4e-3/300",
+        "4e-3/150",
+    )
     assert result.returncode == 0, result.stderr
     rows = [line for line in result.stdout.splitlines() if line.startswith("| RK4")]
-    assert rows == ["| RK4 6-6 | 1e-3 | 300 | 7.000 | 5.900 |", "| RK4 6-6 | 2e-3 | 300 | 7.000 | 5.500 |",
-                    "| RK4 6-6 | 4e-3 | 300 | **7.000** | **5.200** |", "| RK4 6-6 | 4e-3 | 150 | 6.900 | 5.300 |"]
+    assert rows == [
+        "| RK4 6-6 | 1e-3 | 300 | 7.000 | 5.900 |",
+        "| RK4 6-6 | 2e-3 | 300 | 7.000 | 5.500 |",
+        "| RK4 6-6 | 4e-3 | 300 | **7.000** | **5.200** |",
+        "| RK4 6-6 | 4e-3 | 150 | 6.900 | 5.300 |",
+    ]
     assert "the chosen peak lr 4e-3 is the largest tried at this warmup" in result.stdout
     assert "chosen warmup" not in result.stdout  # two warmups tried: no edge to speak of
 
@@ -74,8 +103,9 @@ def test_table_marks_the_choice_and_a_choice_at_the_edge_of_the_grid(tmp_path, t
 def test_an_unfinished_run_stops_the_choice_with_a_message(tmp_path, tuning_table):
     fake_run(tmp_path, "rk4_6_6", "1e-3/300", {200: 7.0})
     fake_run(tmp_path, "rk4_6_6", "2e-3/300", {200: 6.0}, done=False)
-    result = tuning_table("--grid-dir", str(tmp_path), "--seed", "1", "--best", "rk4_6_6",
-                          "--settings", "1e-3/300", "2e-3/300")
+    result = tuning_table(
+        "--grid-dir", str(tmp_path), "--seed", "1", "--best", "rk4_6_6", "--settings", "1e-3/300", "2e-3/300"
+    )
     assert result.returncode == 2
     assert "lr2e-3-warmup300/seed1 has not finished training" in result.stderr
     assert "quality_study.sh --tune" in result.stderr

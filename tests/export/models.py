@@ -1,4 +1,5 @@
 """Tiny models built as fairseq builds them, with their options, for the export tests."""
+
 import argparse
 
 import torch

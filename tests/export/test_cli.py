@@ -1,5 +1,6 @@
 """``python -m ode_seq.cli.export``: usage errors exit 2, models a target cannot hold exit 1 naming
 the option, and neither leaves output behind."""
+
 import re
 from pathlib import Path
 
@@ -15,13 +16,16 @@ def _export(tmp_path, checkpoint, *extra):
     return main(["--path", str(FIXTURES / "checkpoints" / checkpoint), "--data", str(FIXTURES), *extra])
 
 
-@pytest.mark.parametrize("checkpoint, target, refusal", [
-    ("rk2_learned.pt", "ctranslate2", r"heun \(--encoder-ode-method\)"),
-    ("rk2_relative.pt", "ctranslate2", r"--encoder-relative-positions"),
-    ("rk2_dlcl.pt", "fairseq", r"--encoder-layer-history"),
-    ("euler.pt", "hf", r"--share-all-embeddings"),
-    ("stable.pt", "hf", r"stable layers"),
-])
+@pytest.mark.parametrize(
+    "checkpoint, target, refusal",
+    [
+        ("rk2_learned.pt", "ctranslate2", r"heun \(--encoder-ode-method\)"),
+        ("rk2_relative.pt", "ctranslate2", r"--encoder-relative-positions"),
+        ("rk2_dlcl.pt", "fairseq", r"--encoder-layer-history"),
+        ("euler.pt", "hf", r"--share-all-embeddings"),
+        ("stable.pt", "hf", r"stable layers"),
+    ],
+)
 def test_a_model_the_target_cannot_hold_exits_1_naming_the_option(tmp_path, capsys, checkpoint, target, refusal):
     output = tmp_path / ("plain.pt" if target == "fairseq" else "out")
     assert _export(tmp_path, checkpoint, "--to", target, "--output", str(output)) == 1
@@ -46,18 +50,29 @@ def test_a_non_empty_output_directory_is_refused_before_any_work(tmp_path, capsy
 
 
 def test_a_data_directory_without_dictionaries_is_refused_naming_data(tmp_path, capsys):
-    code = main(["--path", str(FIXTURES / "checkpoints" / "euler.pt"), "--data", str(tmp_path),
-                 "--output", str(tmp_path / "plain.pt")])
+    code = main(
+        [
+            "--path",
+            str(FIXTURES / "checkpoints" / "euler.pt"),
+            "--data",
+            str(tmp_path),
+            "--output",
+            str(tmp_path / "plain.pt"),
+        ]
+    )
     assert code == 2
     assert "holds no dictionary (dict.*.txt): pass --data" in capsys.readouterr().err
     assert not (tmp_path / "plain.pt").exists()
 
 
-@pytest.mark.parametrize("extra, usage", [
-    (["--to", "onnx"], r"invalid choice: 'onnx'"),
-    (["--spm", "spm.model"], r"--spm is for --to hf"),
-    (["--decoder-steps", "0"], r"--decoder-steps must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "extra, usage",
+    [
+        (["--to", "onnx"], r"invalid choice: 'onnx'"),
+        (["--spm", "spm.model"], r"--spm is for --to hf"),
+        (["--decoder-steps", "0"], r"--decoder-steps must be a positive number"),
+    ],
+)
 def test_usage_errors_exit_2(tmp_path, capsys, extra, usage):
     with pytest.raises(SystemExit) as exit_:
         _export(tmp_path, "euler.pt", "--output", str(tmp_path / "plain.pt"), *extra)

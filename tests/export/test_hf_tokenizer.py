@@ -1,5 +1,6 @@
 """The exported folder's tokenizer encodes as fairseq does (SentencePiece pieces looked up in the
 dictionary, </s> appended) and decodes back to the text."""
+
 import sentencepiece
 from fairseq.data import Dictionary
 
@@ -11,7 +12,9 @@ TEXT = ["the cat sat on the mat", "a dog ran in the park", "the bird sang at daw
 def test_sentencepiece_text_round_trips_through_fairseqs_dictionary_ids(tmp_path):
     (tmp_path / "corpus.txt").write_text("\n".join(TEXT) + "\n")
     sentencepiece.SentencePieceTrainer.train(
-        input=str(tmp_path / "corpus.txt"), model_prefix=str(tmp_path / "spm"), vocab_size=24,
+        input=str(tmp_path / "corpus.txt"),
+        model_prefix=str(tmp_path / "spm"),
+        vocab_size=24,
         minloglevel=2,
     )
     spm = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "spm.model"))

@@ -1,5 +1,6 @@
 """The M2M100 conversion: every part of fairseq's pre-norm Transformer has its M2M100 twin, so the
 converted model gives fairseq's log-probabilities; what M2M100 lacks is refused by name."""
+
 import pytest
 import torch
 from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositionalEmbedding
@@ -19,11 +20,17 @@ def test_sinusoidal_positions_are_fairseqs_table_with_its_padding_row():
     torch.testing.assert_close(theirs, ours, atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("arch, options", [
-    ("ode_transformer_euler_small", dict(encoder_share_group_size=2)),
-    ("ode_transformer_nonauto_small", dict(time_features=8, time_hidden_dim=16, time_embed_dim=4, encoder_ode_steps=3)),
-    ("transformer", dict(encoder_normalize_before=True, decoder_normalize_before=True, activation_fn="gelu")),
-])
+@pytest.mark.parametrize(
+    "arch, options",
+    [
+        ("ode_transformer_euler_small", dict(encoder_share_group_size=2)),
+        (
+            "ode_transformer_nonauto_small",
+            dict(time_features=8, time_hidden_dim=16, time_embed_dim=4, encoder_ode_steps=3),
+        ),
+        ("transformer", dict(encoder_normalize_before=True, decoder_normalize_before=True, activation_fn="gelu")),
+    ],
+)
 def test_m2m100_gives_fairseqs_log_probabilities_under_teacher_forcing(arch, options):
     task = TinyTask()
     model, args = model_and_args(arch, task, **SHARED, **options)
@@ -34,7 +41,7 @@ def test_m2m100_gives_fairseqs_log_probabilities_under_teacher_forcing(arch, opt
     pad = task.source_dictionary.pad()
     right = torch.full_like(src, pad)
     for row, n in enumerate(lengths.tolist()):
-        right[row, :n] = src[row, src.size(1) - n:]
+        right[row, :n] = src[row, src.size(1) - n :]
     with torch.no_grad():
         logits = hf(input_ids=right, attention_mask=right.ne(pad).long(), decoder_input_ids=prev).logits
     got = logits.log_softmax(-1)
@@ -42,15 +49,19 @@ def test_m2m100_gives_fairseqs_log_probabilities_under_teacher_forcing(arch, opt
     torch.testing.assert_close(got[mask], expected[mask], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("options, refusal", [
-    (dict(), r"--share-all-embeddings"),
-    (dict(SHARED, encoder_normalize_before=False), r"--encoder-normalize-before"),
-    (dict(SHARED, layernorm_embedding=True), r"--layernorm-embedding"),
-    (dict(SHARED, encoder_learned_pos=True), r"learned-pos"),
-])
+@pytest.mark.parametrize(
+    "options, refusal",
+    [
+        (dict(), r"--share-all-embeddings"),
+        (dict(SHARED, encoder_normalize_before=False), r"--encoder-normalize-before"),
+        (dict(SHARED, layernorm_embedding=True), r"--layernorm-embedding"),
+        (dict(SHARED, encoder_learned_pos=True), r"learned-pos"),
+    ],
+)
 def test_what_m2m100_lacks_is_refused_naming_the_option(options, refusal):
     task = TinyTask()
-    model, args = model_and_args("transformer", task, **{"encoder_normalize_before": True,
-                                                         "decoder_normalize_before": True, **options})
+    model, args = model_and_args(
+        "transformer", task, **{"encoder_normalize_before": True, "decoder_normalize_before": True, **options}
+    )
     with pytest.raises(NotRepresentable, match=refusal):
         build(plain_transformer(model, args))

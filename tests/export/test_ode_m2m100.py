@@ -1,6 +1,7 @@
 """ODE Transformers with Runge–Kutta blocks in Hugging Face: the saved folder, loaded with
 ``trust_remote_code=True``, gives fairseq's log-probabilities, and its decoder blocks decode token
 by token as in the teacher-forced pass (one cache per step and stage)."""
+
 import pytest
 import torch
 
@@ -15,20 +16,25 @@ SHARED = dict(share_all_embeddings=True)
 def _right_padded(src, lengths, pad):
     right = torch.full_like(src, pad)
     for row, n in enumerate(lengths.tolist()):
-        right[row, :n] = src[row, src.size(1) - n:]
+        right[row, :n] = src[row, src.size(1) - n :]
     return right
 
 
-@pytest.mark.parametrize("arch, options", [
-    ("ode_transformer_rk2_learned_small", {}),  # the paper's RK2 with the learned gate
-    ("ode_transformer_rk4_small", dict(encoder_share_group_size=2, encoder_ode_steps=3)),
-    ("ode_transformer_rk4_small", dict(ode_coefficients="ema")),
-    ("ode_transformer_rk2_learned_small", dict(ode_coefficients="learned-shared")),
-    ("ode_transformer_rk4_encdec_small", {}),  # RK4 decoder blocks
-    # RK2 decoder with the learned gate, one layer shared over [0, 2] in 3 steps
-    ("ode_transformer_rk2_learned_small", dict(decoder_ode_method="heun", decoder_share_group_size=2,
-                                               decoder_ode_steps=3)),
-])
+@pytest.mark.parametrize(
+    "arch, options",
+    [
+        ("ode_transformer_rk2_learned_small", {}),  # the paper's RK2 with the learned gate
+        ("ode_transformer_rk4_small", dict(encoder_share_group_size=2, encoder_ode_steps=3)),
+        ("ode_transformer_rk4_small", dict(ode_coefficients="ema")),
+        ("ode_transformer_rk2_learned_small", dict(ode_coefficients="learned-shared")),
+        ("ode_transformer_rk4_encdec_small", {}),  # RK4 decoder blocks
+        # RK2 decoder with the learned gate, one layer shared over [0, 2] in 3 steps
+        (
+            "ode_transformer_rk2_learned_small",
+            dict(decoder_ode_method="heun", decoder_share_group_size=2, decoder_ode_steps=3),
+        ),
+    ],
+)
 def test_saved_folder_with_remote_code_gives_fairseqs_log_probabilities(tmp_path, monkeypatch, arch, options):
     from transformers import AutoModelForSeq2SeqLM
 
@@ -63,14 +69,29 @@ def _saved(tmp_path, monkeypatch, arch, **options):
 
 
 def test_runge_kutta_decoder_decodes_token_by_token_as_the_teacher_forced_pass(tmp_path, monkeypatch):
-    task, hf = _saved(tmp_path, monkeypatch, "ode_transformer_rk2_learned_small", decoder_ode_method="rk4",
-                      decoder_share_group_size=2, decoder_ode_steps=2)
+    task, hf = _saved(
+        tmp_path,
+        monkeypatch,
+        "ode_transformer_rk2_learned_small",
+        decoder_ode_method="rk4",
+        decoder_share_group_size=2,
+        decoder_ode_steps=2,
+    )
     src, lengths, _ = random_batch(task, [6, 3])
     pad = task.source_dictionary.pad()
-    inputs = dict(input_ids=_right_padded(src, lengths, pad), attention_mask=_right_padded(src, lengths, pad).ne(pad).long())
+    inputs = dict(
+        input_ids=_right_padded(src, lengths, pad), attention_mask=_right_padded(src, lengths, pad).ne(pad).long()
+    )
     with torch.no_grad():
-        out = hf.generate(**inputs, num_beams=1, do_sample=False, min_new_tokens=6, max_new_tokens=6,
-                          return_dict_in_generate=True, output_logits=True)
+        out = hf.generate(
+            **inputs,
+            num_beams=1,
+            do_sample=False,
+            min_new_tokens=6,
+            max_new_tokens=6,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
         stepwise = torch.stack(out.logits, dim=1).log_softmax(-1)
         full = hf(**inputs, decoder_input_ids=out.sequences[:, :-1]).logits.log_softmax(-1)
     torch.testing.assert_close(stepwise, full, atol=1e-5, rtol=0)
@@ -78,7 +99,12 @@ def test_runge_kutta_decoder_decodes_token_by_token_as_the_teacher_forced_pass(t
 
 def test_adaptive_encoders_are_refused_naming_the_option(tmp_path):
     task = TinyTask()
-    model, args = model_and_args("ode_transformer_parallel_shared_dopri5", task, **SHARED,
-                                 encoder_share_group_size=2, ode_field="residual-branch")
+    model, args = model_and_args(
+        "ode_transformer_parallel_shared_dopri5",
+        task,
+        **SHARED,
+        encoder_share_group_size=2,
+        ode_field="residual-branch",
+    )
     with pytest.raises(NotRepresentable, match=r"--encoder-ode-method dopri5"):
         save(model, args, task.source_dictionary, task.target_dictionary, None, str(tmp_path / "hf"))

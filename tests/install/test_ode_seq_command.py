@@ -1,5 +1,6 @@
 """The installed `ode-seq` command, run as a user runs it: the venv's console script, from a directory
 outside the repository (nothing of the checkout on the path but what the install put there)."""
+
 from __future__ import annotations
 
 import os
@@ -21,12 +22,13 @@ from tests.metrics.test_m2 import OFFICIAL_GOLD, OFFICIAL_SYSTEM
 
 ROOT = Path(__file__).resolve().parents[2]
 ODE_SEQ = Path(sys.executable).parent / "ode-seq"
-ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "OMP_NUM_THREADS": "1",
-       "PYTHONWARNINGS": "ignore"}
+ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 
 pytestmark = pytest.mark.skipif(
-    not ODE_SEQ.exists(), reason=f"ode-seq is not installed next to {sys.executable}: "
-    "bash scripts/setup.sh installs the checkout (pip install --no-deps -e .) with its command")
+    not ODE_SEQ.exists(),
+    reason=f"ode-seq is not installed next to {sys.executable}: "
+    "bash scripts/setup.sh installs the checkout (pip install --no-deps -e .) with its command",
+)
 
 
 def ode_seq_command(args: List[str], cwd: Path, returncode: int = 0) -> subprocess.CompletedProcess:
@@ -64,8 +66,13 @@ def test_user_dir_is_the_installed_plugin_and_fairseq_loads_it_from_anywhere(tmp
     plugin = ode_seq_command(["user-dir"], tmp_path).stdout.strip()
     assert plugin == str(ROOT / "user_dir")  # an editable install: the checkout is what runs
     # fairseq-train's help lists the criteria registered by then: the plugin's among them.
-    train_help = subprocess.run([sys.executable, "-m", "fairseq_cli.train", "--user-dir", plugin, "--help"],
-                                cwd=tmp_path, capture_output=True, text=True, env=ENV)
+    train_help = subprocess.run(
+        [sys.executable, "-m", "fairseq_cli.train", "--user-dir", plugin, "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=ENV,
+    )
     assert train_help.returncode == 0, train_help.stderr[-3000:]
     assert re.search(r"--criterion \{[^}]*,ode_trajectory_distillation\}", train_help.stdout)
 
@@ -73,8 +80,18 @@ def test_user_dir_is_the_installed_plugin_and_fairseq_loads_it_from_anywhere(tmp
 def test_bleu_scores_files_as_sacrebleu_does(tmp_path):
     hypotheses = ["the cat sat on the mat .", "a dog runs in the park ."]
     references = ["the cat sat on a mat .", "the dog runs in the park ."]
-    out = ode_seq_command(["bleu", "--hyp", write_lines(tmp_path / "hyp", hypotheses),
-                           "--ref", write_lines(tmp_path / "ref", references), "--lang", "en"], tmp_path).stdout
+    out = ode_seq_command(
+        [
+            "bleu",
+            "--hyp",
+            write_lines(tmp_path / "hyp", hypotheses),
+            "--ref",
+            write_lines(tmp_path / "ref", references),
+            "--lang",
+            "en",
+        ],
+        tmp_path,
+    ).stdout
     expected = sacrebleu.corpus_bleu(hypotheses, [references]).score
     assert re.search(rf"^sacreBLEU 13a: +BLEU = {expected:.2f} ", out, re.M), out
 
@@ -82,8 +99,18 @@ def test_bleu_scores_files_as_sacrebleu_does(tmp_path):
 def test_rouge_scores_files_as_rouge_score_does(tmp_path):
     hypotheses = ["the cat sat on the mat .", "a dog runs in the park ."]
     references = ["the cat sat on a mat .", "the dog runs in the park ."]
-    out = ode_seq_command(["rouge", "--hyp", write_lines(tmp_path / "hyp", hypotheses), "--ref",
-                           write_lines(tmp_path / "ref", references), "--bootstrap-samples", "10"], tmp_path).stdout
+    out = ode_seq_command(
+        [
+            "rouge",
+            "--hyp",
+            write_lines(tmp_path / "hyp", hypotheses),
+            "--ref",
+            write_lines(tmp_path / "ref", references),
+            "--bootstrap-samples",
+            "10",
+        ],
+        tmp_path,
+    ).stdout
     scorer = rouge_scorer.RougeScorer(["rouge2"], use_stemmer=True)
     rouge2 = sum(scorer.score(r, h)["rouge2"].fmeasure for h, r in zip(hypotheses, references)) / 2
     assert re.search(rf"^ROUGE-2 +{100 * rouge2:.2f} ", out, re.M), out
@@ -96,10 +123,18 @@ def test_m2_gives_the_official_scorers_example(tmp_path):
 
 
 def test_errant_scores_a_correction_against_references(tmp_path):
-    out = ode_seq_command([
-        "errant", "--orig", write_lines(tmp_path / "orig", ["This are a sentence ."]),
-        "--hyp", write_lines(tmp_path / "hyp", ["This is a sentence ."]),
-        "--ref", write_lines(tmp_path / "ref", ["This is a sentence ."])], tmp_path).stdout
+    out = ode_seq_command(
+        [
+            "errant",
+            "--orig",
+            write_lines(tmp_path / "orig", ["This are a sentence ."]),
+            "--hyp",
+            write_lines(tmp_path / "hyp", ["This is a sentence ."]),
+            "--ref",
+            write_lines(tmp_path / "ref", ["This is a sentence ."]),
+        ],
+        tmp_path,
+    ).stdout
     assert re.search(r"^1\t0\t0\t1\.0\t1\.0\t1\.0$", out, re.M), out
 
 

@@ -1,5 +1,6 @@
 """TensorBoard logging: fairseq-train --tensorboard-logdir writes event files holding the training and
 validation losses (tensorboardX is installed), and fairseq no longer asks for tensorboardX."""
+
 from __future__ import annotations
 
 import struct
@@ -30,14 +31,41 @@ def test_tensorboard_logdir_gets_train_and_valid_losses_and_no_tensorboardx_warn
     write_reversal_corpus(tmp_path, {"train": 100, "valid": 10})
     preprocess(tmp_path, tmp_path / "bin", splits=("train", "valid"))
     logdir = tmp_path / "tensorboard"
-    result = run("fairseq-train", [
-        str(tmp_path / "bin"), "--user-dir", "user_dir", "--arch", "ode_transformer_rk4_small",
-        *TINY_MODEL, "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "500",
-        "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-        "--share-all-embeddings", "--seed", "1", "--max-update", "3", "--log-interval", "1",
-        "--log-format", "simple", "--num-workers", "0", "--no-save",
-        "--tensorboard-logdir", str(logdir),
-    ])
+    result = run(
+        "fairseq-train",
+        [
+            str(tmp_path / "bin"),
+            "--user-dir",
+            "user_dir",
+            "--arch",
+            "ode_transformer_rk4_small",
+            *TINY_MODEL,
+            "--optimizer",
+            "adam",
+            "--lr",
+            "0.003",
+            "--max-tokens",
+            "500",
+            "--criterion",
+            "label_smoothed_cross_entropy",
+            "--label-smoothing",
+            "0.1",
+            "--share-all-embeddings",
+            "--seed",
+            "1",
+            "--max-update",
+            "3",
+            "--log-interval",
+            "1",
+            "--log-format",
+            "simple",
+            "--num-workers",
+            "0",
+            "--no-save",
+            "--tensorboard-logdir",
+            str(logdir),
+        ],
+    )
     assert "tensorboardX" not in result.stdout + result.stderr
     assert {"loss", "nll_loss"} <= scalar_tags(logdir / "train_inner")
     assert {"loss", "nll_loss"} <= scalar_tags(logdir / "valid")

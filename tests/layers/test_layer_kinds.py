@@ -1,4 +1,5 @@
 """A new vector field is one layer kind: a mixin and one registry line (docs/design.md)."""
+
 import argparse
 
 import torch

@@ -1,5 +1,6 @@
 """Paired bootstrap of M2 and ERRANT (ode_seq.metrics.gec_bootstrap): every resample is scored as
 the scorer scores that resampled corpus, per-sentence choice of annotator included."""
+
 from __future__ import annotations
 
 import subprocess
@@ -24,8 +25,9 @@ def sentences_of(blocks: list[str]):
 def test_m2_choice_depends_on_the_sentences_before_it_as_computed_by_hand():
     # X: annotator 0 has no edits, annotator 1 seven; the hypothesis fixes only the first token, so
     # the candidates are (C, E, G) = (0, 1, 0) and (1, 1, 7). Y: one annotator, all 3 edits fixed.
-    x = format_block("a b c d e f g h".split(), {0: [], 1: [(i, i + 1, "X", t.upper()) for i, t in
-                                                            enumerate("abcdefg")]})
+    x = format_block(
+        "a b c d e f g h".split(), {0: [], 1: [(i, i + 1, "X", t.upper()) for i, t in enumerate("abcdefg")]}
+    )
     y = format_block("p q r s".split(), {0: [(i, i + 1, "X", t.upper()) for i, t in enumerate("pqr")]})
     hypotheses = ["A b c d e f g h", "P Q R s"]
     scorer = M2Scorer()
@@ -46,13 +48,19 @@ def random_corpus(seed: int, size: int) -> tuple[list[str], list[str], list[str]
         source = [f"w{number}.{i}" for i in range(12)]
         first = sorted(rng.choice(12, size=rng.integers(0, 3), replace=False).tolist())
         second = sorted(set(first) | set(rng.choice(12, size=rng.integers(0, 9), replace=False).tolist()))
-        blocks.append(format_block(source, {0: [(i, i + 1, "X", f"c{i}") for i in first],
-                                            1: [(i, i + 1, "X", f"c{i}") for i in second]}))
+        blocks.append(
+            format_block(
+                source, {0: [(i, i + 1, "X", f"c{i}") for i in first], 1: [(i, i + 1, "X", f"c{i}") for i in second]}
+            )
+        )
         for hypotheses in systems:
             fixed = {i for i in second if rng.random() < 0.5}
             spurious = {int(i) for i in rng.choice(12, size=rng.integers(0, 2))} - set(second)
-            hypotheses.append(" ".join(f"c{i}" if i in fixed else f"z{i}" if i in spurious else token
-                                       for i, token in enumerate(source)))
+            hypotheses.append(
+                " ".join(
+                    f"c{i}" if i in fixed else f"z{i}" if i in spurious else token for i, token in enumerate(source)
+                )
+            )
     return blocks, *systems
 
 
@@ -67,11 +75,11 @@ def test_m2_resample_totals_equal_the_scorer_on_each_resampled_corpus():
     for row, total in zip(indices, totals):
         counts = scorer.score([hypotheses[i] for i in row], [sentences[i] for i in row])
         assert tuple(total) == (counts.correct, counts.proposed, counts.gold)
-        chosen = [scorer.choose(scorer.sentence_results(hypotheses[i], sentences[i]), EditCounts()).counts
-                  for i in row]
+        chosen = [scorer.choose(scorer.sentence_results(hypotheses[i], sentences[i]), EditCounts()).counts for i in row]
         order_free.append(sum(chosen, EditCounts()))
-    assert any(tuple(t) != (c.correct, c.proposed, c.gold) for t, c in zip(totals, order_free)), \
+    assert any(tuple(t) != (c.correct, c.proposed, c.gold) for t, c in zip(totals, order_free)), (
         "the corpus should make some choice depend on the sentences before it"
+    )
 
 
 def test_m2_paired_test_reports_the_scorers_corpus_scores():
@@ -88,8 +96,9 @@ def test_m2_paired_test_reports_the_scorers_corpus_scores():
 
 
 def run_m2(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ode_seq.metrics.m2", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "ode_seq.metrics.m2", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
 
 
 def write(path: Path, text: str) -> str:
@@ -100,7 +109,10 @@ def write(path: Path, text: str) -> str:
 def test_m2_cli_paired_prints_p_r_f_with_p_values(tmp_path):
     blocks, system, baseline = random_corpus(seed=3, size=20)
     gold = write(tmp_path / "gold.m2", "\n\n".join(blocks) + "\n")
-    hyp, base = write(tmp_path / "sys.txt", "\n".join(system) + "\n"), write(tmp_path / "base.txt", "\n".join(baseline) + "\n")
+    hyp, base = (
+        write(tmp_path / "sys.txt", "\n".join(system) + "\n"),
+        write(tmp_path / "base.txt", "\n".join(baseline) + "\n"),
+    )
     result = run_m2(hyp, gold, "--paired", base, "--paired-samples", "200", "--paired-seed", "9")
     assert result.returncode == 0, result.stderr
     report = M2Scorer().paired_test(system, baseline, sentences_of(blocks), 200, 9, (hyp, base))
@@ -113,7 +125,10 @@ def test_m2_cli_paired_prints_p_r_f_with_p_values(tmp_path):
 def test_m2_cli_rejects_a_baseline_with_another_line_count(tmp_path):
     blocks, system, baseline = random_corpus(seed=3, size=5)
     gold = write(tmp_path / "gold.m2", "\n\n".join(blocks) + "\n")
-    hyp, base = write(tmp_path / "sys.txt", "\n".join(system) + "\n"), write(tmp_path / "base.txt", "\n".join(baseline[:4]) + "\n")
+    hyp, base = (
+        write(tmp_path / "sys.txt", "\n".join(system) + "\n"),
+        write(tmp_path / "base.txt", "\n".join(baseline[:4]) + "\n"),
+    )
     result = run_m2(hyp, gold, "--paired", base)
     assert result.returncode == 1 and result.stdout == ""
     assert f"{base} has 4 hypothesis lines but {gold} has 5 sentences" in result.stderr
@@ -128,24 +143,32 @@ class TestErrant:
         blocks = []
         for reference, hypothesis in zip(reference_blocks, hypotheses):
             source = reference.split("\n")[0][2:].split()
-            edits = [(i, i + 1, "R:NOUN", new) for i, (old, new) in enumerate(zip(source, hypothesis.split()))
-                     if old != new]
+            edits = [
+                (i, i + 1, "R:NOUN", new) for i, (old, new) in enumerate(zip(source, hypothesis.split())) if old != new
+            ]
             blocks.append(format_block(source, {0: edits}))
         return blocks
 
     def test_python_round_equals_pythons_round_next_to_ties_too(self):
-        values = np.concatenate([np.random.default_rng(0).random(2000),
-                                 (np.arange(10000) + 0.5) / 10000, [0.5, 0.00005, 0.99995, 1.0, 0.0]])
+        values = np.concatenate(
+            [np.random.default_rng(0).random(2000), (np.arange(10000) + 0.5) / 10000, [0.5, 0.00005, 0.99995, 1.0, 0.0]]
+        )
         assert self.errant_score.python_round(values, 4).tolist() == [round(float(v), 4) for v in values]
 
     def test_choice_compares_f_rounded_to_four_places_as_errant_does(self):
         # After (TP, FP, FN) = (6, 1, 1), reference 0 gives (3, 1, 0) and reference 1 (4, 0, 5): both make
         # F0.5 = 0.8333 (0.83333333333333337 against …26 unrounded), so errant takes the one with more TP.
-        references = [format_block([f"t{i}" for i in range(10)], {0: [(i, i + 1, "X", f"c{i}") for i in range(7)]}),
-                      format_block([f"u{i}" for i in range(12)], {0: [(i, i + 1, "X", f"c{i}") for i in range(3)],
-                                                                  1: [(i, i + 1, "X", f"c{i}") for i in range(9)]})]
-        hypotheses = [" ".join(["c0", "c1", "c2", "c3", "c4", "c5", "z6", "t7", "t8", "t9"]),
-                      " ".join(["c0", "c1", "c2", "c3"] + [f"u{i}" for i in range(4, 12)])]
+        references = [
+            format_block([f"t{i}" for i in range(10)], {0: [(i, i + 1, "X", f"c{i}") for i in range(7)]}),
+            format_block(
+                [f"u{i}" for i in range(12)],
+                {0: [(i, i + 1, "X", f"c{i}") for i in range(3)], 1: [(i, i + 1, "X", f"c{i}") for i in range(9)]},
+            ),
+        ]
+        hypotheses = [
+            " ".join(["c0", "c1", "c2", "c3", "c4", "c5", "z6", "t7", "t8", "t9"]),
+            " ".join(["c0", "c1", "c2", "c3"] + [f"u{i}" for i in range(4, 12)]),
+        ]
         blocks = self.hypothesis_blocks(references, hypotheses)
         score = self.errant_score.compare(blocks, references)
         assert (score.tp, score.fp, score.fn) == (10, 1, 6)

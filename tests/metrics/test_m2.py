@@ -3,6 +3,7 @@
 Expected counts are (correct C, proposed E, gold G); P = C/E, R = C/G, F0.5 = 1.25PR/(0.25P+R).
 Every expectation here was also checked against the official (Python 2) M2Scorer 3.2.
 """
+
 import random
 import subprocess
 import sys
@@ -44,8 +45,12 @@ def run_cli(tmp_path: Path, m2_text: str, hypotheses, *options: str) -> subproce
     gold, system = tmp_path / "gold.m2", tmp_path / "system.txt"
     gold.write_text(m2_text, encoding="utf-8")
     system.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "ode_seq.metrics.m2", str(system), str(gold), *options],
-                          cwd=REPO, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "ode_seq.metrics.m2", str(system), str(gold), *options],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
 
 
 def a_line(start, end, correction, annotator=0, error_type="X"):
@@ -149,8 +154,10 @@ def test_noop_annotator_is_chosen_for_an_unchanged_hypothesis():
 def test_best_annotator_is_chosen_per_sentence_by_running_f():
     # Sentence 1: annotator 1 (go -> went) gives (1,1,1), annotator 0 (go -> goes) gives (0,1,1).
     # Sentence 2: annotator 0 gives running (2,2,2), F=1; the noop annotator 1 gives (1,2,1), F=0.56.
-    text = ("S He go home .\n" + a_line(1, 2, "goes", 0) + "\n" + a_line(1, 2, "went", 1) + "\n\n"
-            "S She like tea .\n" + a_line(1, 2, "likes", 0) + "\nA -1 -1|||noop|||-NONE-|||REQUIRED|||-NONE-|||1")
+    text = (
+        "S He go home .\n" + a_line(1, 2, "goes", 0) + "\n" + a_line(1, 2, "went", 1) + "\n\n"
+        "S She like tea .\n" + a_line(1, 2, "likes", 0) + "\nA -1 -1|||noop|||-NONE-|||REQUIRED|||-NONE-|||1"
+    )
     counts = score(text, ["He went home .", "She likes tea ."])
     assert (counts.correct, counts.proposed, counts.gold) == (2, 2, 2)
     only_annotator_0 = score(text, ["He went home .", "She likes tea ."], annotator=0)
@@ -193,7 +200,9 @@ def test_lattice_edit_sequence_of_a_substitution_and_an_insertion():
     lattice = EditLattice("I has apple .".split(), "I have an apple .".split())
     gold = parse_m2(["S I has apple .", a_line(1, 2, "have"), a_line(2, 2, "an")])[0].edits_of(0)
     assert [(e.start, e.end, e.original, e.correction) for e in lattice.best_edits(gold)] == [
-        (1, 2, "has", "have"), (2, 2, "", "an")]
+        (1, 2, "has", "have"),
+        (2, 2, "", "an"),
+    ]
 
 
 def test_beta_option_changes_the_reported_f(tmp_path):
@@ -241,13 +250,16 @@ def test_aligned_edits_merge_adjacent_changes_and_type_them():
     assert align_edits("a c".split(), "a b c".split()) == [(1, 1, "M", "b")]
 
 
-@pytest.mark.parametrize("bad_line, message", [
-    ("A 1 2|||SVA|||have|||REQUIRED|||0", "needs 6 '|||'-separated fields"),
-    ("A one 2|||SVA|||have|||REQUIRED|||-NONE-|||0", "span must be two integers"),
-    ("A 1 2|||SVA|||have|||REQUIRED|||-NONE-|||first", "annotator id must be an integer"),
-    ("A 3 9|||SVA|||have|||REQUIRED|||-NONE-|||0", "span 3 9 lies outside the sentence's 4 tokens"),
-    ("X 1 2|||SVA|||have|||REQUIRED|||-NONE-|||0", "expected a line starting with 'S ' or 'A '"),
-])
+@pytest.mark.parametrize(
+    "bad_line, message",
+    [
+        ("A 1 2|||SVA|||have|||REQUIRED|||0", "needs 6 '|||'-separated fields"),
+        ("A one 2|||SVA|||have|||REQUIRED|||-NONE-|||0", "span must be two integers"),
+        ("A 1 2|||SVA|||have|||REQUIRED|||-NONE-|||first", "annotator id must be an integer"),
+        ("A 3 9|||SVA|||have|||REQUIRED|||-NONE-|||0", "span 3 9 lies outside the sentence's 4 tokens"),
+        ("X 1 2|||SVA|||have|||REQUIRED|||-NONE-|||0", "expected a line starting with 'S ' or 'A '"),
+    ],
+)
 def test_malformed_m2_line_is_reported_with_file_and_line(tmp_path, bad_line, message):
     path = tmp_path / "bad.m2"
     path.write_text(f"S Fine .\n\nS I has it .\n{bad_line}\n", encoding="utf-8")

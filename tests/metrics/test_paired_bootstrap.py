@@ -1,5 +1,6 @@
 """Paired bootstrap (ode_seq.metrics.paired_bootstrap): the formulas by hand, sacreBLEU's own test
 reproduced, and the --paired option of the BLEU and ROUGE command-line tools."""
+
 from __future__ import annotations
 
 import gzip
@@ -15,9 +16,16 @@ from rouge_score.scoring import Score
 from sacrebleu.metrics import BLEU
 
 from ode_seq.metrics import rouge
-from ode_seq.metrics.bleu import paired_test as bleu_paired_test, sacrebleu_paired_bs
+from ode_seq.metrics.bleu import paired_test as bleu_paired_test
+from ode_seq.metrics.bleu import sacrebleu_paired_bs
 from ode_seq.metrics.paired_bootstrap import (
-    Estimate, PairedInputError, check_same_length, compare, draw_counts, p_value, resample_indices,
+    Estimate,
+    PairedInputError,
+    check_same_length,
+    compare,
+    draw_counts,
+    p_value,
+    resample_indices,
 )
 from tests.metrics.test_bleu import SACREBLEU, degraded, run_score, write_lines
 
@@ -67,7 +75,8 @@ def test_our_bootstrap_on_sacrebleus_statistics_reproduces_its_paired_test(spani
     system, baseline = degraded(references), [" ".join(line.split()[:-2]) for line in references]
     metric = BLEU()
     theirs_system, theirs_baseline, signature = sacrebleu_paired_bs(
-        metric, system, baseline, references, n_samples=300, seed=99)
+        metric, system, baseline, references, n_samples=300, seed=99
+    )
     indices = resample_indices(len(references), 300, seed=99)
     resampled, observed = [], []
     for hypotheses in (system, baseline):
@@ -99,29 +108,63 @@ def a_close_pair(references: list[str]) -> tuple[list[str], list[str]]:
             words[1], words[2] = words[2], words[1]
         return " ".join(words)
 
-    return system, [" ".join(s.split()[:-1]) if i % 4 == 0 else restore_order(s) if i % 4 == 1 else s
-                    for i, s in enumerate(system)]
+    return system, [
+        " ".join(s.split()[:-1]) if i % 4 == 0 else restore_order(s) if i % 4 == 1 else s for i, s in enumerate(system)
+    ]
 
 
 def test_bleu_cli_paired_equals_sacrebleu_cli_paired_bs_with_the_same_seed(tmp_path, spanish_verses):
     ref = write_lines(tmp_path / "ref.es", spanish_verses)
     system_lines, baseline_lines = a_close_pair(spanish_verses)
     system, baseline = write_lines(tmp_path / "sys.es", system_lines), write_lines(tmp_path / "base.es", baseline_lines)
-    result = run_score("--hyp", str(system), "--ref", str(ref), "--lang", "es", "--paired", str(baseline),
-                       "--paired-samples", "500", "--paired-seed", "4242", "--json", str(tmp_path / "out.json"))
+    result = run_score(
+        "--hyp",
+        str(system),
+        "--ref",
+        str(ref),
+        "--lang",
+        "es",
+        "--paired",
+        str(baseline),
+        "--paired-samples",
+        "500",
+        "--paired-seed",
+        "4242",
+        "--json",
+        str(tmp_path / "out.json"),
+    )
     assert result.returncode == 0, result.stderr
     ours = json.loads((tmp_path / "out.json").read_text())["paired"]
-    cli = subprocess.run([str(SACREBLEU), str(ref), "-i", str(baseline), str(system), "--paired-bs",
-                          "--paired-bs-n", "500", "-tok", "13a", "-f", "json"], capture_output=True, text=True,
-                         env=dict(os.environ, SACREBLEU_SEED="4242"), check=True)
+    cli = subprocess.run(
+        [
+            str(SACREBLEU),
+            str(ref),
+            "-i",
+            str(baseline),
+            str(system),
+            "--paired-bs",
+            "--paired-bs-n",
+            "500",
+            "-tok",
+            "13a",
+            "-f",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, SACREBLEU_SEED="4242"),
+        check=True,
+    )
     theirs_baseline, theirs_system = (entry["BLEU"] for entry in json.loads(cli.stdout))
     got = ours["metrics"]["sacreBLEU 13a"]
     assert 0.01 < theirs_system["p_value"] < 0.9  # a comparison where the p-value says something
     assert got["p_value"] == theirs_system["p_value"]
     assert (got["system"], got["system_mean"], got["system_ci"]) == pytest.approx(
-        (theirs_system["score"], theirs_system["mean"], theirs_system["ci"]), abs=1e-9)
+        (theirs_system["score"], theirs_system["mean"], theirs_system["ci"]), abs=1e-9
+    )
     assert (got["baseline"], got["baseline_mean"], got["baseline_ci"]) == pytest.approx(
-        (theirs_baseline["score"], theirs_baseline["mean"], theirs_baseline["ci"]), abs=1e-9)
+        (theirs_baseline["score"], theirs_baseline["mean"], theirs_baseline["ci"]), abs=1e-9
+    )
     assert (ours["samples"], ours["seed"], ours["baseline"]) == (500, 4242, str(baseline))
     assert "bs:500|seed:4242|case:mixed|eff:no|tok:13a" in ours["signatures"]["sacreBLEU 13a"]
     assert set(ours["metrics"]) == {"tokenised BLEU", "sacreBLEU 13a", "sacreBLEU intl"}
@@ -131,8 +174,9 @@ def test_bleu_cli_paired_equals_sacrebleu_cli_paired_bs_with_the_same_seed(tmp_p
 def test_bleu_paired_test_leaves_sacrebleu_seed_variable_as_it_was(monkeypatch, spanish_verses):
     monkeypatch.setenv("SACREBLEU_SEED", "5")
     system, baseline = a_close_pair(spanish_verses[:20])
-    report, signatures = bleu_paired_test(system, baseline, spanish_verses[:20], "es", n_samples=50, seed=8,
-                                          tokenizers=("13a",))
+    report, signatures = bleu_paired_test(
+        system, baseline, spanish_verses[:20], "es", n_samples=50, seed=8, tokenizers=("13a",)
+    )
     assert "seed:8" in signatures["sacreBLEU 13a"] and report.seed == 8
     assert os.environ["SACREBLEU_SEED"] == "5"
 
@@ -144,17 +188,29 @@ def test_bleu_of_a_system_against_itself_has_p_one(spanish_verses):
     assert all(c.difference == 0 for c in report.comparisons)
 
 
-@pytest.mark.parametrize("baseline, message", [
-    (["one line"], "has 1 lines but reference file"),
-    ([], "is empty"),
-])
-def test_bleu_cli_rejects_a_baseline_that_does_not_fit_and_writes_nothing(tmp_path, spanish_verses,
-                                                                         baseline, message):
+@pytest.mark.parametrize(
+    "baseline, message",
+    [
+        (["one line"], "has 1 lines but reference file"),
+        ([], "is empty"),
+    ],
+)
+def test_bleu_cli_rejects_a_baseline_that_does_not_fit_and_writes_nothing(tmp_path, spanish_verses, baseline, message):
     ref = write_lines(tmp_path / "ref.es", spanish_verses[:5])
     system = write_lines(tmp_path / "sys.es", degraded(spanish_verses[:5]))
     base = write_lines(tmp_path / "base.es", baseline)
-    result = run_score("--hyp", str(system), "--ref", str(ref), "--lang", "es", "--paired", str(base),
-                       "--json", str(tmp_path / "out.json"))
+    result = run_score(
+        "--hyp",
+        str(system),
+        "--ref",
+        str(ref),
+        "--lang",
+        "es",
+        "--paired",
+        str(base),
+        "--json",
+        str(tmp_path / "out.json"),
+    )
     assert result.returncode == 2 and message in result.stderr and "baseline hypothesis file" in result.stderr
     assert result.stdout == "" and not (tmp_path / "out.json").exists()
 
@@ -162,10 +218,12 @@ def test_bleu_cli_rejects_a_baseline_that_does_not_fit_and_writes_nothing(tmp_pa
 def test_bleu_cli_paired_reads_fairseq_output_for_both_systems(tmp_path, spanish_verses):
     ref = write_lines(tmp_path / "ref.es", spanish_verses[:4])
     system = write_lines(tmp_path / "sys.txt", [f"H-{i}\t-0.5\t{line}" for i, line in enumerate(spanish_verses[:4])])
-    baseline = write_lines(tmp_path / "base.txt", [f"H-{i}\t-0.5\t{line}" for i, line in
-                                                   enumerate(spanish_verses[:4]) if i != 2])
-    result = run_score("--hyp", str(system), "--hyp-format", "fairseq", "--ref", str(ref), "--lang", "es",
-                       "--paired", str(baseline))
+    baseline = write_lines(
+        tmp_path / "base.txt", [f"H-{i}\t-0.5\t{line}" for i, line in enumerate(spanish_verses[:4]) if i != 2]
+    )
+    result = run_score(
+        "--hyp", str(system), "--hyp-format", "fairseq", "--ref", str(ref), "--lang", "es", "--paired", str(baseline)
+    )
     assert result.returncode == 2 and f"{baseline}: no H- line for 1 of 4 sentences, ids 2" in result.stderr
 
 
@@ -195,45 +253,72 @@ def test_rouge_resample_score_is_the_mean_over_drawn_summaries():
     got = report["ROUGE-2 R"]
     assert got.system.score == pytest.approx(50.0) and got.baseline.score == pytest.approx(20.0)
     assert (got.system.mean, got.system.half_width, got.p_value) == pytest.approx(
-        (expected.system.mean, expected.system.half_width, expected.p_value))
+        (expected.system.mean, expected.system.half_width, expected.p_value)
+    )
     assert got.baseline.half_width == pytest.approx(0.0)
 
 
 def run_rouge(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ode_seq.metrics.rouge", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "ode_seq.metrics.rouge", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-REFERENCES = ["The storm hit Texas . Power was cut for days .", "Shares rose 5 percent . Sales were strong .",
-              "The team won the cup . Fans celebrated .", "Rain is expected . Roads may flood ."]
-SYSTEM = ["The storm hit Texas. Power was cut.", "Shares rose 5 percent on strong sales.",
-          "The team won the cup.", "Rain is expected and roads may flood."]
+REFERENCES = [
+    "The storm hit Texas . Power was cut for days .",
+    "Shares rose 5 percent . Sales were strong .",
+    "The team won the cup . Fans celebrated .",
+    "Rain is expected . Roads may flood .",
+]
+SYSTEM = [
+    "The storm hit Texas. Power was cut.",
+    "Shares rose 5 percent on strong sales.",
+    "The team won the cup.",
+    "Rain is expected and roads may flood.",
+]
 BASELINE = ["A storm.", "Shares rose.", "The team won.", "Rain."]
 
 
 def test_rouge_cli_paired_writes_every_variant_with_p_values_to_json(tmp_path):
-    paths = {name: write_lines(tmp_path / f"{name}.txt", lines)
-             for name, lines in (("ref", REFERENCES), ("sys", SYSTEM), ("base", BASELINE))}
-    result = run_rouge("--hyp", str(paths["sys"]), "--ref", str(paths["ref"]), "--paired", str(paths["base"]),
-                       "--paired-samples", "300", "--json", str(tmp_path / "out.json"))
+    paths = {
+        name: write_lines(tmp_path / f"{name}.txt", lines)
+        for name, lines in (("ref", REFERENCES), ("sys", SYSTEM), ("base", BASELINE))
+    }
+    result = run_rouge(
+        "--hyp",
+        str(paths["sys"]),
+        "--ref",
+        str(paths["ref"]),
+        "--paired",
+        str(paths["base"]),
+        "--paired-samples",
+        "300",
+        "--json",
+        str(tmp_path / "out.json"),
+    )
     assert result.returncode == 0, result.stderr
     payload = json.loads((tmp_path / "out.json").read_text())
     paired = payload["paired"]
     assert (paired["samples"], paired["seed"], paired["baseline"]) == (300, 12345, str(paths["base"]))
-    assert set(paired["metrics"]) == {f"{name} {m}" for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "ROUGE-Lsum")
-                                      for m in ("F1", "P", "R")}
+    assert set(paired["metrics"]) == {
+        f"{name} {m}" for name in ("ROUGE-1", "ROUGE-2", "ROUGE-L", "ROUGE-Lsum") for m in ("F1", "P", "R")
+    }
     f1 = paired["metrics"]["ROUGE-1 F1"]
     assert f1["system"] == pytest.approx(payload["scores"]["rouge1"]["fmeasure"]["mean"])
     assert f1["difference"] > 0 and 0 < f1["p_value"] <= 1
     assert "ROUGE-Lsum F1" in result.stdout and "paired bootstrap, 300 resamples, seed 12345" in result.stdout
 
 
-@pytest.mark.parametrize("baseline, message", [(BASELINE[:3], "has 4 lines but the baseline"),
-                                               ([], "is empty")])
+@pytest.mark.parametrize("baseline, message", [(BASELINE[:3], "has 4 lines but the baseline"), ([], "is empty")])
 def test_rouge_cli_rejects_a_baseline_that_does_not_fit_and_writes_nothing(tmp_path, baseline, message):
     ref, system = write_lines(tmp_path / "ref.txt", REFERENCES), write_lines(tmp_path / "sys.txt", SYSTEM)
     base = write_lines(tmp_path / "base.txt", baseline)
-    result = run_rouge("--hyp", str(system), "--ref", str(ref), "--paired", str(base),
-                       "--json", str(tmp_path / "out.json"))
+    result = run_rouge(
+        "--hyp", str(system), "--ref", str(ref), "--paired", str(base), "--json", str(tmp_path / "out.json")
+    )
     assert result.returncode == 2 and message in result.stderr and str(base) in result.stderr
     assert result.stdout == "" and not (tmp_path / "out.json").exists()

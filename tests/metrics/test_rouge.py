@@ -1,4 +1,5 @@
 """ROUGE CLI (ode_seq.metrics.rouge) and the offline sentence splitter it feeds ROUGE-Lsum with."""
+
 from __future__ import annotations
 
 import json
@@ -19,13 +20,13 @@ TYPES = ["rouge1", "rouge2", "rougeL", "rougeLsum"]
 
 REFERENCES = [
     "Mr. Obama met Dr. Smith in the U.S. capital on Jan. 5 . The talks lasted 3.5 hours .",
-    "Police say 12 people were hurt . \"We are shocked,\" the mayor said . Roads reopened at 5 p.m. Sunday .",
+    'Police say 12 people were hurt . "We are shocked," the mayor said . Roads reopened at 5 p.m. Sunday .',
     "Apple Inc. shares rose 2.5 percent . The company sold 10 million phones .",
     "J.K. Rowling's new book is out . It sold out in London...",
 ]
 HYPOTHESES = [
     "Obama met Smith in the U.S. capital. Talks lasted 3.5 hours on Jan. 5.",
-    "Twelve people were hurt, police say. The mayor said: \"We are shocked.\"",
+    'Twelve people were hurt, police say. The mayor said: "We are shocked."',
     "Shares of Apple Inc. rose 2.5 percent after it sold 10 million phones.",
     "",
 ]
@@ -34,7 +35,10 @@ HYPOTHESES = [
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "ode_seq.metrics.rouge", *args],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -45,8 +49,18 @@ def write_lines(path: Path, lines) -> Path:
 
 def test_cli_means_and_intervals_equal_rouge_score_called_directly(tmp_path):
     hyp, ref = write_lines(tmp_path / "h.txt", HYPOTHESES), write_lines(tmp_path / "r.txt", REFERENCES)
-    result = run_cli("--hyp", str(hyp), "--ref", str(ref), "--json", str(tmp_path / "out.json"),
-                     "--bootstrap-samples", "200", "--seed", "7")
+    result = run_cli(
+        "--hyp",
+        str(hyp),
+        "--ref",
+        str(ref),
+        "--json",
+        str(tmp_path / "out.json"),
+        "--bootstrap-samples",
+        "200",
+        "--seed",
+        "7",
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "out.json").read_text())
 
@@ -71,10 +85,13 @@ def test_cli_means_and_intervals_equal_rouge_score_called_directly(tmp_path):
     assert "ROUGE-Lsum" in result.stdout and f"{report['scores']['rouge1']['fmeasure']['mean']:.2f}" in result.stdout
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("--confidence", "1.5", "--confidence must be between 0 and 1 (e.g. 0.95), got 1.5"),
-    ("--bootstrap-samples", "0", "--bootstrap-samples must be at least 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--confidence", "1.5", "--confidence must be between 0 and 1 (e.g. 0.95), got 1.5"),
+        ("--bootstrap-samples", "0", "--bootstrap-samples must be at least 1, got 0"),
+    ],
+)
 def test_cli_refuses_bootstrap_settings_naming_the_option(tmp_path, option, value, message):
     hyp, ref = write_lines(tmp_path / "h.txt", HYPOTHESES), write_lines(tmp_path / "r.txt", REFERENCES)
     result = run_cli("--hyp", str(hyp), "--ref", str(ref), option, value)
@@ -82,8 +99,9 @@ def test_cli_refuses_bootstrap_settings_naming_the_option(tmp_path, option, valu
 
 
 def test_lsum_scores_sentences_as_units_while_rouge_l_scores_the_whole_summary():
-    scores = score_summaries(["The storm hit Texas. Power was cut."], ["Power was cut. The storm hit Texas."],
-                             bootstrap_samples=10)
+    scores = score_summaries(
+        ["The storm hit Texas. Power was cut."], ["Power was cut. The storm hit Texas."], bootstrap_samples=10
+    )
     assert scores["rougeLsum"]["fmeasure"]["mean"] == pytest.approx(100.0)
     # Whole-summary LCS of the swapped sentences keeps only "the storm hit texas" (4 of 7 tokens).
     assert scores["rougeL"]["fmeasure"]["mean"] == pytest.approx(100 * 4 / 7)
@@ -94,9 +112,14 @@ def test_stemming_matches_inflected_forms_and_can_be_disabled(tmp_path):
     ref = write_lines(tmp_path / "r.txt", ["The cat runs"])
     stemmed = score_summaries(read_summaries(str(hyp)), read_summaries(str(ref)), bootstrap_samples=10)
     assert stemmed["rouge1"]["fmeasure"]["mean"] == pytest.approx(100 * 2 * (3 / 4) * 1 / (3 / 4 + 1))
-    assert run_cli("--hyp", str(hyp), "--ref", str(ref), "--no-stemmer", "--json", str(tmp_path / "o.json")).returncode == 0
+    assert (
+        run_cli("--hyp", str(hyp), "--ref", str(ref), "--no-stemmer", "--json", str(tmp_path / "o.json")).returncode
+        == 0
+    )
     unstemmed = json.loads((tmp_path / "o.json").read_text())["scores"]["rouge1"]
-    assert unstemmed["precision"]["mean"] == pytest.approx(25.0) and unstemmed["recall"]["mean"] == pytest.approx(100 / 3)
+    assert unstemmed["precision"]["mean"] == pytest.approx(25.0) and unstemmed["recall"]["mean"] == pytest.approx(
+        100 / 3
+    )
 
 
 def test_mismatched_counts_are_an_error_and_leave_existing_json_untouched(tmp_path):
@@ -139,13 +162,13 @@ def test_splitter_keeps_abbreviations_initials_decimals_and_months_inside_senten
 
 def test_splitter_ends_sentences_at_quotes_ellipses_and_abbreviations_before_a_new_sentence():
     text = (
-        "\"We will rebuild,\" the mayor said. \"Nothing will stop us.\" Residents were not so sure... "
+        '"We will rebuild," the mayor said. "Nothing will stop us." Residents were not so sure... '
         "Many left for the U.S. The rest stayed! Was it worth it? \u201cYes,\u201d said one. "
         "She said \u201cno.\u201d Then she left. 10 people died. He paid $5. \u2018It hurts,\u2019 he said."
     )
     assert split_sentences(text) == [
-        "\"We will rebuild,\" the mayor said.",
-        "\"Nothing will stop us.\"",
+        '"We will rebuild," the mayor said.',
+        '"Nothing will stop us."',
         "Residents were not so sure...",
         "Many left for the U.S.",
         "The rest stayed!",
@@ -164,11 +187,14 @@ def test_splitter_recovers_cnndm_highlights_joined_with_space_period():
         "Mr. Smith , 45 , was arrested in St. Louis on Jan. 3 .",
         "Police found $2.5 million in cash .",
         "He faces up to 20 years in a U.S. prison .",
-        "\"I am innocent,\" he told CNN .",
+        '"I am innocent," he told CNN .',
     ]
     assert split_sentences(" ".join(highlights)) == highlights
     assert one_sentence_per_line(" ".join(highlights)) == "\n".join(highlights)
 
 
 def test_splitter_treats_line_breaks_as_boundaries_and_drops_blank_lines():
-    assert split_sentences("first line without period\n\n  second line  ") == ["first line without period", "second line"]
+    assert split_sentences("first line without period\n\n  second line  ") == [
+        "first line without period",
+        "second line",
+    ]

@@ -3,6 +3,7 @@
 In-process models run torch on one thread, as the tools do (``OMP_NUM_THREADS=1``): the models
 are tiny, and thread hand-offs on a busy machine cost far more than the arithmetic.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

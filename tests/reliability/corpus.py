@@ -1,4 +1,5 @@
 """fairseq command lines and process helpers shared by the reliability tests."""
+
 from __future__ import annotations
 
 import os
@@ -14,18 +15,37 @@ import torch
 from ode_seq.checkpoint_files import load_checkpoint
 from tests.e2e.cli import BIN, ROOT, TINY_MODEL
 
-
 # An RK4 encoder-decoder with learned per-token stage gates, as small as fairseq allows.
 RK4_LEARNED = [
-    "--user-dir", "user_dir", "--arch", "ode_transformer_rk4_encdec_small", *TINY_MODEL,
-    "--ode-coefficients", "learned", "--share-all-embeddings",
+    "--user-dir",
+    "user_dir",
+    "--arch",
+    "ode_transformer_rk4_encdec_small",
+    *TINY_MODEL,
+    "--ode-coefficients",
+    "learned",
+    "--share-all-embeddings",
 ]
 OPTIMISATION = [
-    "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "100",
-    "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.003",
+    "--max-tokens",
+    "100",
+    "--criterion",
+    "label_smoothed_cross_entropy",
+    "--label-smoothing",
+    "0.1",
 ]
 QUIET_CPU = [
-    "--cpu", "--num-workers", "0", "--log-format", "simple", "--log-interval", "1",
+    "--cpu",
+    "--num-workers",
+    "0",
+    "--log-format",
+    "simple",
+    "--log-interval",
+    "1",
     "--no-progress-bar",
 ]
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0"]
@@ -34,9 +54,22 @@ NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropou
 def resumable_training(data_bin: Path, save_dir: Path) -> List[str]:
     """Two epochs of the RK4 learned-gate model, dropout on, a checkpoint every 5 updates."""
     return [
-        str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, "--seed", "7",
-        "--max-epoch", "2", "--save-interval-updates", "5", "--keep-interval-updates", "1",
-        "--no-epoch-checkpoints", "--disable-validation", "--save-dir", str(save_dir),
+        str(data_bin),
+        *RK4_LEARNED,
+        *OPTIMISATION,
+        *QUIET_CPU,
+        "--seed",
+        "7",
+        "--max-epoch",
+        "2",
+        "--save-interval-updates",
+        "5",
+        "--keep-interval-updates",
+        "1",
+        "--no-epoch-checkpoints",
+        "--disable-validation",
+        "--save-dir",
+        str(save_dir),
     ]
 
 
@@ -53,9 +86,8 @@ def max_abs_difference(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -
 def final_error(output: str) -> str:
     """The error a tool ended with: its last exception line (or ``[prog: ]error:`` line) onwards."""
     lines = output.splitlines()
-    starts = [i for i, line in enumerate(lines)
-              if re.match(r"[\w.]*(Error|Exception)\b|([\w. -]+: )?error:", line)]
-    return "\n".join(lines[starts[-1]:]) if starts else ""
+    starts = [i for i, line in enumerate(lines) if re.match(r"[\w.]*(Error|Exception)\b|([\w. -]+: )?error:", line)]
+    return "\n".join(lines[starts[-1] :]) if starts else ""
 
 
 def tool_env() -> Dict[str, str]:
@@ -66,8 +98,9 @@ def tool_env() -> Dict[str, str]:
 def start(tool: str, args: Sequence[str], log: Path) -> subprocess.Popen:
     """Start a console script of the venv with stdout and stderr going to ``log``."""
     with open(log, "w") as out:
-        return subprocess.Popen([os.path.join(BIN, tool), *args], stdout=out,
-                                stderr=subprocess.STDOUT, cwd=ROOT, env=tool_env())
+        return subprocess.Popen(
+            [os.path.join(BIN, tool), *args], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=tool_env()
+        )
 
 
 def kill_after_update_past_checkpoint(args: Sequence[str], timeout: float = 180.0) -> List[str]:
@@ -75,9 +108,14 @@ def kill_after_update_past_checkpoint(args: Sequence[str], timeout: float = 180.
 
     Returns the log lines read before the kill. Fails if training ends first.
     """
-    process = subprocess.Popen([os.path.join(BIN, "fairseq-train"), *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               cwd=ROOT, env=tool_env())
+    process = subprocess.Popen(
+        [os.path.join(BIN, "fairseq-train"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env=tool_env(),
+    )
     watchdog = threading.Timer(timeout, process.kill)
     watchdog.start()
     lines: List[str] = []

@@ -5,6 +5,7 @@ fairseq makes this possible by saving the data iterator's position (``iterations
 and the optimizer/scheduler state in every checkpoint, and by seeding dropout with
 ``--seed + num_updates`` before each update, so a resumed update draws the same masks.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,13 +14,17 @@ import shutil
 import torch
 from fairseq import checkpoint_utils
 
+from benchmarks.inprocess import fairseq_trainer
 from ode_seq.checkpoint_files import load_checkpoint
 from tests.e2e.cli import run
 from tests.reliability.corpus import (
-    OPTIMISATION, QUIET_CPU, RK4_LEARNED, kill_after_update_past_checkpoint, model_state,
+    OPTIMISATION,
+    QUIET_CPU,
+    RK4_LEARNED,
+    kill_after_update_past_checkpoint,
+    model_state,
     resumable_training,
 )
-from benchmarks.inprocess import fairseq_trainer
 
 
 def _batches_per_epoch(log: str) -> int:
@@ -30,9 +35,7 @@ def _updates_logged(log: str):
     return [(int(e), int(i)) for e, i in re.findall(r"epoch (\d+):\s+(\d+) / \d+ loss=", log)]
 
 
-def test_sigkill_mid_epoch_then_restart_ends_with_the_uninterrupted_parameters(
-    data_bin, reference_run, tmp_path
-):
+def test_sigkill_mid_epoch_then_restart_ends_with_the_uninterrupted_parameters(data_bin, reference_run, tmp_path):
     reference_dir, reference_log = reference_run
     per_epoch = _batches_per_epoch(reference_log)
     save = tmp_path / "ckpt"
@@ -45,15 +48,13 @@ def test_sigkill_mid_epoch_then_restart_ends_with_the_uninterrupted_parameters(
     assert position["epoch"] == 1 and 0 < position["iterations_in_epoch"] < per_epoch
 
     out = run("fairseq-train", command).stdout
-    assert (f"Loaded checkpoint {save}/checkpoint_last.pt (epoch 1 @ {resumed_from} updates)"
-            in out)
+    assert f"Loaded checkpoint {save}/checkpoint_last.pt (epoch 1 @ {resumed_from} updates)" in out
     # The restart continues the epoch at the next batch instead of starting it again.
     updates = _updates_logged(out)
     assert updates[0] == (1, position["iterations_in_epoch"] + 1)
     assert len(updates) == 2 * per_epoch - resumed_from
 
-    resumed, uninterrupted = model_state(save / "checkpoint_last.pt"), model_state(
-        reference_dir / "checkpoint_last.pt")
+    resumed, uninterrupted = model_state(save / "checkpoint_last.pt"), model_state(reference_dir / "checkpoint_last.pt")
     assert resumed.keys() == uninterrupted.keys()
     unequal = [k for k in resumed if not torch.equal(resumed[k], uninterrupted[k])]
     assert unequal == []
@@ -66,12 +67,20 @@ class SimulatedKill(BaseException):
     """Stands for SIGKILL arriving in the middle of a file copy."""
 
 
-def test_kill_while_saving_leaves_the_previous_checkpoint_last_intact(
-    data_bin, tmp_path, monkeypatch
-):
+def test_kill_while_saving_leaves_the_previous_checkpoint_last_intact(data_bin, tmp_path, monkeypatch):
     save = tmp_path / "ckpt"
-    trainer, epoch = fairseq_trainer([str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU,
-                                      "--save-interval-updates", "1", "--save-dir", str(save)])
+    trainer, epoch = fairseq_trainer(
+        [
+            str(data_bin),
+            *RK4_LEARNED,
+            *OPTIMISATION,
+            *QUIET_CPU,
+            "--save-interval-updates",
+            "1",
+            "--save-dir",
+            str(save),
+        ]
+    )
     batches = epoch.next_epoch_itr(shuffle=False)
     trainer.train_step([next(batches)])
     checkpoint_utils.save_checkpoint(trainer.cfg.checkpoint, trainer, epoch, None)

@@ -8,6 +8,7 @@ fairseq seeds every rank with ``--seed + num_updates``, so rank 1 draws rank 0's
 single process draws fresh ones for its second batch; with dropout on the two runs differ by
 design, not by a synchronisation error.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,20 +21,38 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from benchmarks.model_families import FEATURES
 from tests.conftest import TinyTask, build_model, random_batch
 from tests.e2e.cli import BIN, run
 from tests.reliability.corpus import (
-    NO_DROPOUT, OPTIMISATION, QUIET_CPU, RK4_LEARNED, max_abs_difference, model_state, start,
+    NO_DROPOUT,
+    OPTIMISATION,
+    QUIET_CPU,
+    RK4_LEARNED,
+    max_abs_difference,
+    model_state,
+    start,
 )
-from benchmarks.model_families import FEATURES
 
 UPDATES = 4
 
 
 def _training(data_bin: Path, save_dir: Path):
-    return [str(data_bin), *RK4_LEARNED, *NO_DROPOUT, *OPTIMISATION, *QUIET_CPU, "--seed", "3",
-            "--max-update", str(UPDATES), "--disable-validation", "--no-epoch-checkpoints",
-            "--save-dir", str(save_dir)]
+    return [
+        str(data_bin),
+        *RK4_LEARNED,
+        *NO_DROPOUT,
+        *OPTIMISATION,
+        *QUIET_CPU,
+        "--seed",
+        "3",
+        "--max-update",
+        str(UPDATES),
+        "--disable-validation",
+        "--no-epoch-checkpoints",
+        "--save-dir",
+        str(save_dir),
+    ]
 
 
 def _free_port() -> int:
@@ -46,11 +65,24 @@ def _two_ranks(data_bin: Path, tmp_path: Path, ddp_backend: str) -> Path:
     """Train on two gloo ranks; returns rank 0's save directory."""
     save, port = tmp_path / ddp_backend, _free_port()
     ranks = [
-        start("fairseq-train", [
-            *_training(data_bin, save), "--distributed-world-size", "2",
-            "--distributed-rank", str(rank), "--distributed-init-method", f"tcp://127.0.0.1:{port}",
-            "--distributed-no-spawn", "--distributed-backend", "gloo", "--ddp-backend", ddp_backend,
-        ], tmp_path / f"rank{rank}.log")
+        start(
+            "fairseq-train",
+            [
+                *_training(data_bin, save),
+                "--distributed-world-size",
+                "2",
+                "--distributed-rank",
+                str(rank),
+                "--distributed-init-method",
+                f"tcp://127.0.0.1:{port}",
+                "--distributed-no-spawn",
+                "--distributed-backend",
+                "gloo",
+                "--ddp-backend",
+                ddp_backend,
+            ],
+            tmp_path / f"rank{rank}.log",
+        )
         for rank in range(2)
     ]
     for process in ranks:
@@ -74,18 +106,14 @@ def one_process_update_freq_2(data_bin, tmp_path_factory) -> Path:
     return save
 
 
-def test_two_gloo_ranks_equal_one_process_with_update_freq_2(
-    data_bin, tmp_path, one_process_update_freq_2
-):
+def test_two_gloo_ranks_equal_one_process_with_update_freq_2(data_bin, tmp_path, one_process_update_freq_2):
     two_ranks = model_state(_two_ranks(data_bin, tmp_path, "legacy_ddp") / "checkpoint_last.pt")
     one = model_state(one_process_update_freq_2 / "checkpoint_last.pt")
     assert len([k for k in one if k.endswith("combiner.proj.weight")]) == 4  # the learned gates
     assert max_abs_difference(two_ranks, one) <= 1e-6
 
 
-def test_pytorch_ddp_ranks_equal_one_process_with_update_freq_2(
-    data_bin, tmp_path, one_process_update_freq_2
-):
+def test_pytorch_ddp_ranks_equal_one_process_with_update_freq_2(data_bin, tmp_path, one_process_update_freq_2):
     two_ranks = model_state(_two_ranks(data_bin, tmp_path, "c10d") / "checkpoint_last.pt")
     one = model_state(one_process_update_freq_2 / "checkpoint_last.pt")
     assert max_abs_difference(two_ranks, one) <= 1e-6
@@ -93,14 +121,25 @@ def test_pytorch_ddp_ranks_equal_one_process_with_update_freq_2(
 
 def _torchrun(data_bin: Path, save: Path, *extra: str):
     """fairseq-train in 2 processes started by torchrun on this machine's CPUs."""
-    return run("torchrun", ["--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
-                            str(_free_port()), os.path.join(BIN, "fairseq-train"),
-                            *_training(data_bin, save), *extra], check=False, timeout=600)
+    return run(
+        "torchrun",
+        [
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(_free_port()),
+            os.path.join(BIN, "fairseq-train"),
+            *_training(data_bin, save),
+            *extra,
+        ],
+        check=False,
+        timeout=600,
+    )
 
 
-def test_torchrun_processes_on_cpus_equal_one_process_with_update_freq_2(
-    data_bin, tmp_path, one_process_update_freq_2
-):
+def test_torchrun_processes_on_cpus_equal_one_process_with_update_freq_2(data_bin, tmp_path, one_process_update_freq_2):
     result = _torchrun(data_bin, tmp_path, "--distributed-backend", "gloo")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "training on 2 devices" in result.stdout + result.stderr
@@ -109,9 +148,16 @@ def test_torchrun_processes_on_cpus_equal_one_process_with_update_freq_2(
 
 
 def test_torchrun_processes_that_would_each_train_alone_are_refused_before_writing(data_bin, tmp_path):
-    result = _torchrun(data_bin, tmp_path / "ckpt", "--distributed-backend", "gloo",
-                       "--distributed-init-method", f"tcp://127.0.0.1:{_free_port()}",
-                       "--distributed-world-size", "1")
+    result = _torchrun(
+        data_bin,
+        tmp_path / "ckpt",
+        "--distributed-backend",
+        "gloo",
+        "--distributed-init-method",
+        f"tcp://127.0.0.1:{_free_port()}",
+        "--distributed-world-size",
+        "1",
+    )
     assert result.returncode != 0
     assert "would make each process train on its own into the same --save-dir" in result.stderr
     assert not (tmp_path / "ckpt").exists()

@@ -11,6 +11,7 @@ What fairseq 0.12 does on a CPU-only torch:
   stops at ``utils.get_tpu_device()``. fairseq's bf16 Trainer path (model cast to bf16,
   FP16Optimizer without a loss scaler) runs on CPU once ``tpu`` is switched back off.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,18 +19,30 @@ import re
 import pytest
 import torch
 
+from benchmarks.inprocess import fairseq_trainer
+from benchmarks.model_families import FEATURES
 from tests.conftest import TinyTask, build_model, random_batch
 from tests.e2e.cli import TINY_MODEL, run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED
-from benchmarks.inprocess import fairseq_trainer
-from benchmarks.model_families import FEATURES
 
 
 def _train_log(data_bin, tmp_path, *precision: str) -> str:
-    out = run("fairseq-train", [
-        str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, *precision, "--max-update", "3",
-        "--no-save", "--disable-validation", "--save-dir", str(tmp_path),
-    ])
+    out = run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            *RK4_LEARNED,
+            *OPTIMISATION,
+            *QUIET_CPU,
+            *precision,
+            "--max-update",
+            "3",
+            "--no-save",
+            "--disable-validation",
+            "--save-dir",
+            str(tmp_path),
+        ],
+    )
     return out.stdout
 
 
@@ -54,22 +67,41 @@ def test_fp16_training_on_cpu_with_fairseqs_flat_fp32_master_copy(data_bin, tmp_
 def test_adaptive_encoder_trains_in_fp16_through_fairseq_train(precision, data_bin, tmp_path):
     """dopri5's error control in float16 overflowed (the squared error ratio) and, through the
     first step size, sent nan gradients to the embeddings; its norm is now float32, off the graph."""
-    out = run("fairseq-train", [
-        str(data_bin), "--user-dir", "user_dir", "--arch", "ode_transformer_parallel_shared_dopri5",
-        "--encoder-share-group-size", "2", *TINY_MODEL, "--share-all-embeddings", *OPTIMISATION,
-        *QUIET_CPU, precision, "--max-update", "2", "--no-save", "--disable-validation",
-        "--save-dir", str(tmp_path),
-    ])
+    out = run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--user-dir",
+            "user_dir",
+            "--arch",
+            "ode_transformer_parallel_shared_dopri5",
+            "--encoder-share-group-size",
+            "2",
+            *TINY_MODEL,
+            "--share-all-embeddings",
+            *OPTIMISATION,
+            *QUIET_CPU,
+            precision,
+            "--max-update",
+            "2",
+            "--no-save",
+            "--disable-validation",
+            "--save-dir",
+            str(tmp_path),
+        ],
+    )
     steps = re.findall(r"encoder_nfe=(\d+), loss=([\d.]+),.* num_updates=(\d+),.* loss_scale=(\d+)", out.stdout)
     assert [int(u) for _, _, u, _ in steps] == [1, 2]
     assert all(scale == "128" for *_, scale in steps)  # no overflow: the first scale was kept
 
 
-@pytest.mark.xfail(strict=True, reason="fairseq.trainer.Trainer.train_step handles OverflowError "
-                   "with torch.tensor(0.0).cuda(), which raises on a CPU-only torch")
+@pytest.mark.xfail(
+    strict=True,
+    reason="fairseq.trainer.Trainer.train_step handles OverflowError "
+    "with torch.tensor(0.0).cuda(), which raises on a CPU-only torch",
+)
 def test_fp16_overflow_in_fairseq_train_on_cpu_lowers_the_loss_scale(data_bin, tmp_path):
-    log = _train_log(data_bin, tmp_path, "--fp16", "--fp16-no-flatten-grads",
-                     "--fp16-init-scale", str(2 ** 14))
+    log = _train_log(data_bin, tmp_path, "--fp16", "--fp16-no-flatten-grads", "--fp16-init-scale", str(2**14))
     assert "gradient overflow detected, ignoring gradient, setting loss scale to: 8192.0" in log
     assert re.search(r"num_updates=3\b", log)
 
@@ -81,10 +113,19 @@ def test_bf16_training_on_cpu_runs_through_fairseq_train(data_bin, tmp_path):
 
 def test_fp16_overflow_halves_the_loss_scale_and_skips_the_update(data_bin):
     """The steps of Trainer.train_step on fairseq's FP16Optimizer, minus its CUDA-only line."""
-    init_scale = 2 ** 14
+    init_scale = 2**14
     trainer, epoch = fairseq_trainer(
-        [str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, "--fp16",
-         "--fp16-no-flatten-grads", "--fp16-init-scale", str(init_scale)])
+        [
+            str(data_bin),
+            *RK4_LEARNED,
+            *OPTIMISATION,
+            *QUIET_CPU,
+            "--fp16",
+            "--fp16-no-flatten-grads",
+            "--fp16-init-scale",
+            str(init_scale),
+        ]
+    )
     optimizer, sample = trainer.optimizer, next(epoch.next_epoch_itr(shuffle=False))
     assert next(trainer.model.parameters()).dtype == torch.float16
     master = [p.detach().clone() for p in optimizer.fp32_params]
@@ -111,8 +152,8 @@ def test_fp16_overflow_halves_the_loss_scale_and_skips_the_update(data_bin):
 
 def test_bf16_trainer_path_trains_an_rk4_learned_model_on_cpu(data_bin):
     trainer, epoch = fairseq_trainer(
-        [str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, "--bf16", "--fp16-no-flatten-grads"],
-        tpu=False)
+        [str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, "--bf16", "--fp16-no-flatten-grads"], tpu=False
+    )
     batches = epoch.next_epoch_itr(shuffle=False)
     assert all(p.dtype == torch.bfloat16 for p in trainer.model.parameters())
     assert trainer.optimizer.scaler is None  # bf16 needs no loss scaling

@@ -1,6 +1,7 @@
 """``--ode-check-finite`` through fairseq-train: a non-finite stage output stops training with
 the block, step, stage and method that produced it (block-level behaviour, fp16/bf16 warnings
 and both stacks are unit-tested in tests/test_encoder_blocks.py)."""
+
 from __future__ import annotations
 
 import torch
@@ -10,19 +11,31 @@ from tests.e2e.cli import run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error
 
 
-def test_fairseq_train_reports_the_block_stage_and_method_of_a_non_finite_value(
-    data_bin, reference_run, tmp_path
-):
+def test_fairseq_train_reports_the_block_stage_and_method_of_a_non_finite_value(data_bin, reference_run, tmp_path):
     state = load_checkpoint(str(reference_run[0] / "checkpoint_last.pt"))
     state["model"]["encoder.layers.1.fc2.bias"][0] = float("inf")  # F of encoder block 1 is inf
     poisoned = tmp_path / "poisoned.pt"
     torch.save(state, poisoned)
-    result = run("fairseq-train", [
-        str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, "--ode-check-finite",
-        "--restore-file", str(poisoned), "--reset-optimizer", "--max-update", "1",
-        "--disable-validation", "--save-dir", str(tmp_path / "ckpt"),
-    ], check=False)
+    result = run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            *RK4_LEARNED,
+            *OPTIMISATION,
+            *QUIET_CPU,
+            "--ode-check-finite",
+            "--restore-file",
+            str(poisoned),
+            "--reset-optimizer",
+            "--max-update",
+            "1",
+            "--disable-validation",
+            "--save-dir",
+            str(tmp_path / "ckpt"),
+        ],
+        check=False,
+    )
     assert result.returncode != 0
     assert final_error(result.stderr).startswith(
-        "FloatingPointError: non-finite value in encoder block 1, step 0, stage 1 of method rk4 "
-        "(dtype torch.float32)")
+        "FloatingPointError: non-finite value in encoder block 1, step 0, stage 1 of method rk4 (dtype torch.float32)"
+    )

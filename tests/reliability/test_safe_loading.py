@@ -1,5 +1,6 @@
 """Checkpoints load with torch's safe (``weights_only``) unpickler, and a checkpoint carrying a
 pickled call is refused before the call runs, by every tool that opens checkpoints."""
+
 from __future__ import annotations
 
 import io
@@ -59,11 +60,25 @@ def ode_checkpoint(reference_run) -> Path:
 def transformer_checkpoint(data_bin, tmp_path_factory) -> Path:
     """fairseq's own ``transformer``, trained for two updates."""
     save = tmp_path_factory.mktemp("transformer")
-    run("fairseq-train", [
-        str(data_bin), "--user-dir", "user_dir", "--arch", "transformer", *TINY_MODEL,
-        *OPTIMISATION, *QUIET_CPU, "--max-update", "2", "--disable-validation",
-        "--no-epoch-checkpoints", "--save-dir", str(save),
-    ])
+    run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--user-dir",
+            "user_dir",
+            "--arch",
+            "transformer",
+            *TINY_MODEL,
+            *OPTIMISATION,
+            *QUIET_CPU,
+            "--max-update",
+            "2",
+            "--disable-validation",
+            "--no-epoch-checkpoints",
+            "--save-dir",
+            str(save),
+        ],
+    )
     return save / "checkpoint_last.pt"
 
 
@@ -73,10 +88,22 @@ def test_checkpoint_translates_in_fairseq_generate_with_safe_loading(
 ):
     path = ode_checkpoint if kind == "ode" else transformer_checkpoint
     assert load_checkpoint(str(path))["model"]  # only tensors and allow-listed types inside
-    out = run("fairseq-generate", [
-        str(data_bin), "--user-dir", "user_dir", "--path", str(path), "--gen-subset", "valid",
-        "--beam", "2", "--max-tokens", "1000",
-    ])
+    out = run(
+        "fairseq-generate",
+        [
+            str(data_bin),
+            "--user-dir",
+            "user_dir",
+            "--path",
+            str(path),
+            "--gen-subset",
+            "valid",
+            "--beam",
+            "2",
+            "--max-tokens",
+            "1000",
+        ],
+    )
     assert len(re.findall(r"^H-\d+\t", out.stdout, re.M)) == SIZES["valid"]
 
 
@@ -106,18 +133,55 @@ def test_hostile_checkpoint_runs_its_command_when_unpickled_unsafely(ode_checkpo
 def _command(tool: str, data_bin: Path, hostile: Path, tmp_path: Path):
     """(console script, arguments, stdin, output the tool must not write) for each loader."""
     if tool == "fairseq-generate":
-        return tool, [str(data_bin), "--user-dir", "user_dir", "--path", str(hostile),
-                      "--gen-subset", "valid"], None, None
+        return (
+            tool,
+            [str(data_bin), "--user-dir", "user_dir", "--path", str(hostile), "--gen-subset", "valid"],
+            None,
+            None,
+        )
     if tool == "fairseq-interactive":
-        return tool, [str(data_bin), "--user-dir", "user_dir", "--path", str(hostile),
-                      "--source-lang", "src", "--target-lang", "tgt"], "w1 w2 w3\n", None
+        return (
+            tool,
+            [
+                str(data_bin),
+                "--user-dir",
+                "user_dir",
+                "--path",
+                str(hostile),
+                "--source-lang",
+                "src",
+                "--target-lang",
+                "tgt",
+            ],
+            "w1 w2 w3\n",
+            None,
+        )
     if tool == "fairseq-train":
         save = tmp_path / "resumed"
-        return tool, [str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, "--max-update", "1",
-                      "--save-dir", str(save), "--restore-file", str(hostile)], None, save / "checkpoint_last.pt"
+        return (
+            tool,
+            [
+                str(data_bin),
+                *RK4_LEARNED,
+                *OPTIMISATION,
+                *QUIET_CPU,
+                "--max-update",
+                "1",
+                "--save-dir",
+                str(save),
+                "--restore-file",
+                str(hostile),
+            ],
+            None,
+            save / "checkpoint_last.pt",
+        )
     output = tmp_path / "averaged.pt"
-    return "python", ["-m", "ode_seq.cli.average", "--inputs", str(hostile),
-                      str(hostile), "--output", str(output)], None, output
+    return (
+        "python",
+        ["-m", "ode_seq.cli.average", "--inputs", str(hostile), str(hostile), "--output", str(output)],
+        None,
+        output,
+    )
 
 
 LOADERS = ["fairseq-generate", "fairseq-interactive", "fairseq-train", "average_checkpoints"]

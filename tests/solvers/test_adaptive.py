@@ -1,12 +1,18 @@
 """Adaptive solves report (step, stage) through torchdiffeq's step hook, and every evaluation;
 a solve that cannot finish stops with an error naming the method and the tolerances."""
+
 import math
 
 import pytest
 import torch
 
 from ode_seq.solvers import (
-    ADAPTIVE_METHODS, AdaptiveSolveError, AdaptiveSolver, EvaluationCounter, ObserverGroup, SolveObserver,
+    ADAPTIVE_METHODS,
+    AdaptiveSolveError,
+    AdaptiveSolver,
+    EvaluationCounter,
+    ObserverGroup,
+    SolveObserver,
 )
 from ode_seq.solvers.adaptive import padding_aware_rms
 
@@ -43,20 +49,26 @@ def test_a_solve_stops_at_its_evaluation_limit_naming_the_method_and_the_toleran
     """Tolerances far below float32's precision: the solve would take 3,536 evaluations."""
     counter = EvaluationCounter()
     solver = AdaptiveSolver("dopri5", rtol=1e-12, atol=1e-12, max_evaluations=200)
-    with pytest.raises(AdaptiveSolveError, match=(
-        r"dopri5 with rtol 1e-12, atol 1e-12 \(torch.float32\) stopped at t = [\d.]+ of \[0, 1\] "
-        r"\(step size [\d.e-]+\) after 200 field evaluations: the limit of 200 per solve"
-    )):
+    with pytest.raises(
+        AdaptiveSolveError,
+        match=(
+            r"dopri5 with rtol 1e-12, atol 1e-12 \(torch.float32\) stopped at t = [\d.]+ of \[0, 1\] "
+            r"\(step size [\d.e-]+\) after 200 field evaluations: the limit of 200 per solve"
+        ),
+    ):
         solver.solve(lambda t, y, step, stage: -y, torch.ones(4, 3), counter)
     assert counter.count == 200
 
 
 def test_a_step_size_underflow_is_reported_with_the_method_and_the_tolerances():
     """y' = y² from y = 1 blows up at t = 1: the steps shrink until t + dt == t in float32."""
-    with pytest.raises(AdaptiveSolveError, match=(
-        r"dopri5 with rtol 0.001, atol 0.0001 \(torch.float32\) stopped at t = 0.9999 of \[0, 2\] "
-        r".* the step size underflowed \(underflow in dt"
-    )):
+    with pytest.raises(
+        AdaptiveSolveError,
+        match=(
+            r"dopri5 with rtol 0.001, atol 0.0001 \(torch.float32\) stopped at t = 0.9999 of \[0, 2\] "
+            r".* the step size underflowed \(underflow in dt"
+        ),
+    ):
         AdaptiveSolver("dopri5", interval=2.0).solve(lambda t, y, step, stage: y * y, torch.ones(4, 3))
 
 

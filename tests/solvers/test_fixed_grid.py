@@ -1,4 +1,5 @@
 """One grid loop: stage times, observers, output combinations, nodes and stage checkpointing."""
+
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
 """The solvers are apart from fairseq: they import and solve with fairseq unimportable."""
+
 import subprocess
 import sys
 
@@ -19,8 +20,6 @@ print(sorted(m for m in sys.modules if m.startswith("fairseq") and sys.modules[m
 
 
 def test_solvers_import_and_solve_with_fairseq_unimportable():
-    result = subprocess.run(
-        [sys.executable, "-c", BLOCKED_FAIRSEQ], capture_output=True, text=True, cwd=ROOT
-    )
+    result = subprocess.run([sys.executable, "-c", BLOCKED_FAIRSEQ], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split("\n")[:2] == ["0.3679 0.3679", "[]"]

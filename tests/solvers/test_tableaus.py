@@ -1,4 +1,5 @@
 """Butcher tableaus are valid and every method converges at its order."""
+
 import math
 
 import numpy as np
@@ -8,8 +9,17 @@ import torch
 from ode_seq.solvers import TABLEAUS, ButcherTableau, FixedGridSolver, get_tableau
 
 EXPECTED_ORDERS = {
-    "euler": 1, "midpoint": 2, "heun": 2, "ralston": 2, "rk3": 3, "rk4": 4, "rk4_38": 4,
-    "iie1": 1, "iie2": 1, "iie3": 1, "iie4": 1,
+    "euler": 1,
+    "midpoint": 2,
+    "heun": 2,
+    "ralston": 2,
+    "rk3": 3,
+    "rk4": 4,
+    "rk4_38": 4,
+    "iie1": 1,
+    "iie2": 1,
+    "iie3": 1,
+    "iie4": 1,
 }
 
 
@@ -56,7 +66,9 @@ def test_rk3_uses_kutta_stage_not_public_code_bug():
     # F(y) = y^2 separates y - k1 + 2 k2 (Kutta) from y + k2 (the public code's bug).
     y = torch.tensor(0.5, dtype=torch.float64)
     f = lambda z: z * z  # noqa: E731
-    k1 = f(y); k2 = f(y + k1 / 2); k3 = f(y - k1 + 2 * k2)  # noqa: E702
+    k1 = f(y)
+    k2 = f(y + k1 / 2)
+    k3 = f(y - k1 + 2 * k2)  # noqa: E702
     expected = y + (k1 + 4 * k2 + k3) / 6
     step = FixedGridSolver(get_tableau("rk3")).step(lambda t, z, n, i: f(z), y, 0)
     assert torch.allclose(step, expected, atol=0, rtol=1e-15)

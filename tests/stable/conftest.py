@@ -1,4 +1,5 @@
 """Fixtures shared by the stable-field and distillation tests."""
+
 import pytest
 import torch
 

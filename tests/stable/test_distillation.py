@@ -1,4 +1,5 @@
 """Trajectory distillation in process: teacher handling, losses, freezing, curriculum, bad input."""
+
 import argparse
 
 import pytest
@@ -59,9 +60,7 @@ def test_distillation_steps_lower_the_trajectory_loss_and_leave_the_teacher_unch
         "stable_ode_transformer_small", task, init_from_teacher=str(teacher_path), dropout=0.0, **STUDENT
     ).train()
     # The curriculum's first phase: trajectory (and JaSMin) only, interface frozen at first.
-    criterion = criterion_for(
-        task, teacher_path, freeze_interface_updates=3, ce_start_update=100
-    ).train()
+    criterion = criterion_for(task, teacher_path, freeze_interface_updates=3, ce_start_update=100).train()
     before = {n: p.clone() for n, p in criterion.teacher.named_parameters()}
     optimizer = torch.optim.Adam([p for p in student.parameters()], lr=3e-3)
     sample = sample_for(task, [6, 4, 7, 5])
@@ -81,9 +80,7 @@ def test_distillation_steps_lower_the_trajectory_loss_and_leave_the_teacher_unch
 
 def test_interface_stays_frozen_for_the_first_updates(teacher_path):
     task = TinyTask()
-    student = build_model(
-        "stable_ode_transformer_small", task, init_from_teacher=str(teacher_path), **STUDENT
-    ).train()
+    student = build_model("stable_ode_transformer_small", task, init_from_teacher=str(teacher_path), **STUDENT).train()
     criterion = criterion_for(task, teacher_path, freeze_interface_updates=2).train()
     sample = sample_for(task, [5, 3])
     interface = {id(p) for p in interface_parameters(student)}
@@ -100,13 +97,18 @@ def test_student_interface_is_copied_from_the_teacher_once(teacher_path):
     task = TinyTask()
     teacher = load_teacher(str(teacher_path), task)
     student = build_model("stable_ode_transformer_small", task, init_from_teacher=str(teacher_path))
-    for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight",
-                 "encoder.layer_norm.weight", "decoder.layer_norm.bias",
-                 "decoder.output_projection.weight"):
+    for name in (
+        "encoder.embed_tokens.weight",
+        "decoder.embed_tokens.weight",
+        "encoder.layer_norm.weight",
+        "decoder.layer_norm.bias",
+        "decoder.output_projection.weight",
+    ):
         assert torch.equal(student.state_dict()[name], teacher.state_dict()[name]), name
     teacher_path.unlink()  # loading a trained student (args say: done) never needs the teacher
-    build_model("stable_ode_transformer_small", task, init_from_teacher=str(teacher_path),
-                initialised_from_teacher=True)
+    build_model(
+        "stable_ode_transformer_small", task, init_from_teacher=str(teacher_path), initialised_from_teacher=True
+    )
 
 
 def test_cross_entropy_joins_after_its_start_update(teacher_path):
@@ -187,9 +189,16 @@ def test_stage_checkpointing_leaves_distillation_gradients_unchanged(teacher_pat
     grads = []
     for options in ({}, {"ode_checkpoint_stages": True}):
         student = build_model(
-            "stable_ode_transformer_small", task, dropout=0.0, attention_dropout=0.0,
-            activation_dropout=0.0, encoder_ode_method="rk4", decoder_ode_method="heun",
-            encoder_ode_steps=2, decoder_ode_steps=2, **options,
+            "stable_ode_transformer_small",
+            task,
+            dropout=0.0,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+            encoder_ode_method="rk4",
+            decoder_ode_method="heun",
+            encoder_ode_steps=2,
+            decoder_ode_steps=2,
+            **options,
         ).train()
         criterion_for(task, teacher_path)(student, sample)[0].backward()
         grads.append({n: p.grad for n, p in student.named_parameters()})

@@ -1,4 +1,5 @@
 """Distillation through fairseq's CLIs: teacher → student (a few updates) → decode without teacher."""
+
 import hashlib
 import json
 import os
@@ -23,22 +24,57 @@ def distilled(tmp_path_factory):
     data_bin = root / "bin"
     preprocess(root, data_bin, splits=("train", "valid"))
     teacher_dir = root / "teacher"
-    run("fairseq-train", [
-        str(data_bin), "--arch", "transformer", *TINY_MODEL, "--encoder-normalize-before",
-        "--decoder-normalize-before", *TRAIN, "--max-update", "10", "--no-epoch-checkpoints",
-        "--disable-validation", "--save-dir", str(teacher_dir),
-    ])
+    run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--arch",
+            "transformer",
+            *TINY_MODEL,
+            "--encoder-normalize-before",
+            "--decoder-normalize-before",
+            *TRAIN,
+            "--max-update",
+            "10",
+            "--no-epoch-checkpoints",
+            "--disable-validation",
+            "--save-dir",
+            str(teacher_dir),
+        ],
+    )
     teacher = teacher_dir / "checkpoint_last.pt"
     digest = hashlib.sha256(teacher.read_bytes()).hexdigest()
     student_dir = root / "student"
-    out = run("fairseq-train", [
-        str(data_bin), "--arch", "stable_ode_transformer_small", *TINY_MODEL,
-        "--encoder-ode-steps", "4", "--decoder-ode-steps", "4", *TRAIN,
-        "--criterion", "ode_trajectory_distillation", "--teacher-path", str(teacher),
-        "--init-from-teacher", str(teacher), "--ce-start-update", "100",
-        "--max-update", str(UPDATES), "--log-interval", "1", "--no-epoch-checkpoints",
-        "--disable-validation", "--save-dir", str(student_dir),
-    ])
+    out = run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--arch",
+            "stable_ode_transformer_small",
+            *TINY_MODEL,
+            "--encoder-ode-steps",
+            "4",
+            "--decoder-ode-steps",
+            "4",
+            *TRAIN,
+            "--criterion",
+            "ode_trajectory_distillation",
+            "--teacher-path",
+            str(teacher),
+            "--init-from-teacher",
+            str(teacher),
+            "--ce-start-update",
+            "100",
+            "--max-update",
+            str(UPDATES),
+            "--log-interval",
+            "1",
+            "--no-epoch-checkpoints",
+            "--disable-validation",
+            "--save-dir",
+            str(student_dir),
+        ],
+    )
     return data_bin, teacher, student_dir, out.stdout + out.stderr, digest
 
 
@@ -62,10 +98,22 @@ def test_student_decodes_with_fairseq_generate_without_the_teacher(distilled):
     data_bin, teacher, student_dir, _, _ = distilled
     teacher.rename(teacher.with_suffix(".moved"))
     try:
-        out = run("fairseq-generate", [
-            str(data_bin), "--user-dir", "user_dir", "--path", str(student_dir / "checkpoint_last.pt"),
-            "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid",
-        ])
+        out = run(
+            "fairseq-generate",
+            [
+                str(data_bin),
+                "--user-dir",
+                "user_dir",
+                "--path",
+                str(student_dir / "checkpoint_last.pt"),
+                "--beam",
+                "2",
+                "--max-tokens",
+                "1000",
+                "--gen-subset",
+                "valid",
+            ],
+        )
     finally:
         teacher.with_suffix(".moved").rename(teacher)
     assert len(re.findall(r"^H-\d+\t", out.stdout, re.M)) == 30
@@ -73,12 +121,27 @@ def test_student_decodes_with_fairseq_generate_without_the_teacher(distilled):
 
 def test_analysis_reports_the_students_error_per_teacher_layer_and_euler_bounds(distilled, tmp_path):
     data_bin, teacher, student_dir, _, _ = distilled
-    run("python", [
-        "-m", "ode_seq.cli.analyze", "--path", str(student_dir / "checkpoint_last.pt"),
-        "--data", str(data_bin), "--out", str(tmp_path), "--teacher", str(teacher),
-        "--control-times", "uniform", "--max-sentences", "8",
-        "--model-overrides", "{'encoder_ode_steps': 8, 'decoder_ode_steps': 8}",
-    ])
+    run(
+        "python",
+        [
+            "-m",
+            "ode_seq.cli.analyze",
+            "--path",
+            str(student_dir / "checkpoint_last.pt"),
+            "--data",
+            str(data_bin),
+            "--out",
+            str(tmp_path),
+            "--teacher",
+            str(teacher),
+            "--control-times",
+            "uniform",
+            "--max-sentences",
+            "8",
+            "--model-overrides",
+            "{'encoder_ode_steps': 8, 'decoder_ode_steps': 8}",
+        ],
+    )
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["model_overrides"] == {"encoder_ode_steps": 8, "decoder_ode_steps": 8}
     assert report["figures"]["teacher_errors"] == "teacher_errors.png"
@@ -93,17 +156,21 @@ def test_analysis_reports_the_students_error_per_teacher_layer_and_euler_bounds(
         assert bound["lipschitz_weights"] > 0 and bound["bound_weights"]["max"] > 0
 
 
-@pytest.mark.parametrize("options, message", [
-    (["--steps", "2", "--layers", "3"], "--steps 2 < --layers 3"),
-    (["--attention-kernel", "cosine"], "--attention-kernel must be dot or l2"),
-    (["--control-times", "geometric"], "--control-times must be uniform or distance"),
-    (["--heads"], "option --heads needs a value"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--steps", "2", "--layers", "3"], "--steps 2 < --layers 3"),
+        (["--attention-kernel", "cosine"], "--attention-kernel must be dot or l2"),
+        (["--control-times", "geometric"], "--control-times must be uniform or distance"),
+        (["--heads"], "option --heads needs a value"),
+    ],
+)
 def test_example_script_refuses_bad_options_before_doing_anything(tmp_path, options, message):
     script = os.path.join(ROOT, "examples", "distillation", "run.sh")
     result = subprocess.run(
         ["bash", script, "--work-dir", str(tmp_path / "work"), *options],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 2 and message in result.stderr
     assert not (tmp_path / "work").exists()

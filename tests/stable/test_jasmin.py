@@ -1,4 +1,5 @@
 """JaSMin on hand-computed attention rows, and the criterion that adds it to cross-entropy."""
+
 import math
 
 import pytest
@@ -7,7 +8,10 @@ from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEn
 
 from ode_seq.layers.stable.attention import AttentionRecord
 from ode_seq.models.criteria.jasmin import (
-    first_penalised_step, jasmin_penalty, jasmin_rows, trajectory_jasmin,
+    first_penalised_step,
+    jasmin_penalty,
+    jasmin_rows,
+    trajectory_jasmin,
 )
 from ode_seq.models.criteria.jasmin_cross_entropy import JasminCrossEntropyCriterion
 from tests.conftest import TinyTask, build_model
@@ -39,10 +43,12 @@ def test_rows_with_fewer_keys_than_k_use_their_last_available_key():
 def test_penalty_is_max_over_non_padding_queries_and_mean_over_heads():
     uniform = torch.full((3,), 1 / 3)
     peaked = torch.tensor([0.9, 0.05, 0.05])  # g_1 = 0.9 · 0.15, g_2 = 0.05 · 1.0
-    probs = torch.stack([
-        torch.stack([ROW, uniform]),          # head 1: max(log(0.4/0.27), 0)
-        torch.stack([uniform, peaked]),       # head 2: query 2 is padding → 0
-    ]).unsqueeze(0)                           # (B=1, H=2, T=2, S=3)
+    probs = torch.stack(
+        [
+            torch.stack([ROW, uniform]),  # head 1: max(log(0.4/0.27), 0)
+            torch.stack([uniform, peaked]),  # head 2: query 2 is padding → 0
+        ]
+    ).unsqueeze(0)  # (B=1, H=2, T=2, S=3)
     padding = torch.tensor([[False, True]])
     expected = (math.log(0.4 / 0.27) + 0.0) / 2
     assert jasmin_penalty(probs, 2, padding).item() == pytest.approx(expected, abs=1e-6)

@@ -1,4 +1,5 @@
 """The stable field: CenterNorm, spectral-norm-1 projections, L2 attention, bias-free blocks."""
+
 import math
 
 import pytest
@@ -56,8 +57,10 @@ def test_spectral_init_is_xavier_divided_by_the_top_singular_value():
 
 def _block_linears(model):
     return [
-        m for block in list(model.encoder.layers) + list(model.decoder.layers)
-        for m in block.modules() if isinstance(m, nn.Linear)
+        m
+        for block in list(model.encoder.layers) + list(model.decoder.layers)
+        for m in block.modules()
+        if isinstance(m, nn.Linear)
     ]
 
 

@@ -1,9 +1,11 @@
 """Control times, nearest steps, the normalised trajectory loss and the solver-step recorder."""
+
 import math
 
 import pytest
 import torch
 
+from ode_seq.layers.recording import record_solver_steps
 from ode_seq.models.criteria.trajectory_loss import (
     DistanceMean,
     control_times,
@@ -13,7 +15,6 @@ from ode_seq.models.criteria.trajectory_loss import (
     relative_squared_error,
     trajectory_loss,
 )
-from ode_seq.layers.recording import record_solver_steps
 from tests.conftest import TinyTask, build_model, random_batch
 
 
@@ -62,10 +63,17 @@ def test_layer_distances_average_over_non_padding_tokens():
 
 def test_trajectory_loss_is_the_per_layer_normalised_squared_error_at_control_steps():
     keep = torch.tensor([[True], [False]])
-    teacher = [torch.zeros(2, 1, 2), torch.tensor([[[2.0, 0.0]], [[9.0, 9.0]]]),
-               torch.tensor([[[0.0, 4.0]], [[9.0, 9.0]]])]
-    student = [torch.full((2, 1, 2), 7.0), torch.tensor([[[1.0, 0.0]], [[0.0, 0.0]]]),
-               torch.full((2, 1, 2), 7.0), torch.tensor([[[0.0, 2.0]], [[0.0, 0.0]]])]
+    teacher = [
+        torch.zeros(2, 1, 2),
+        torch.tensor([[[2.0, 0.0]], [[9.0, 9.0]]]),
+        torch.tensor([[[0.0, 4.0]], [[9.0, 9.0]]]),
+    ]
+    student = [
+        torch.full((2, 1, 2), 7.0),
+        torch.tensor([[[1.0, 0.0]], [[0.0, 0.0]]]),
+        torch.full((2, 1, 2), 7.0),
+        torch.tensor([[[0.0, 2.0]], [[0.0, 0.0]]]),
+    ]
     assert relative_squared_error(student[1], teacher[1], keep).item() == pytest.approx(0.25)
     # control times (1, 2) on steps at (0.5, 1, 1.5, 2) → student states 1 and 3
     loss = trajectory_loss(student, [0.5, 1.0, 1.5, 2.0], teacher, keep, torch.tensor([1.0, 2.0]))
@@ -81,9 +89,7 @@ def test_curriculum_weight_is_zero_then_ramps_linearly():
 @pytest.mark.parametrize("method", ["euler", "rk4"])
 def test_recorder_returns_every_step_state_with_its_time(method):
     task = TinyTask()
-    model = build_model(
-        "stable_ode_transformer_small", task, encoder_ode_method=method, encoder_ode_steps=4
-    ).eval()
+    model = build_model("stable_ode_transformer_small", task, encoder_ode_method=method, encoder_ode_steps=4).eval()
     src, lengths, _ = random_batch(task, [5, 3])
     block = model.encoder.layers[0]
     with torch.no_grad(), record_solver_steps(model.encoder) as record:
@@ -103,9 +109,7 @@ def test_recorder_returns_every_step_state_with_its_time(method):
 
 
 def test_recorder_refuses_adaptive_blocks():
-    model = build_model(
-        "ode_transformer_parallel_shared_dopri5", TinyTask(), encoder_share_group_size=2
-    )
+    model = build_model("ode_transformer_parallel_shared_dopri5", TinyTask(), encoder_share_group_size=2)
     with pytest.raises(ValueError, match="fixed grid"):
         with record_solver_steps(model.encoder):
             pass
@@ -120,9 +124,7 @@ def test_recorder_refuses_blocks_under_activation_checkpointing():
 
 def test_recorder_chains_the_times_of_consecutive_blocks():
     task = TinyTask()
-    model = build_model(
-        "stable_ode_transformer_small", task, encoder_share_group_size=1, encoder_ode_steps=2
-    ).eval()
+    model = build_model("stable_ode_transformer_small", task, encoder_share_group_size=1, encoder_ode_steps=2).eval()
     src, lengths, _ = random_batch(task, [4, 6])
     with torch.no_grad(), record_solver_steps(model.encoder) as record:
         out = model.encoder(src, src_lengths=lengths, return_all_hiddens=True)

@@ -1,5 +1,6 @@
 """Configuration of an M2M100 whose encoder layers are Runge–Kutta blocks (ode-seq's ODE
 Transformer); shipped in an exported folder and loaded with ``trust_remote_code=True``."""
+
 from transformers import M2M100Config
 
 

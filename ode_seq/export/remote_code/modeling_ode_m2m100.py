@@ -15,6 +15,7 @@ equals the teacher-forced pass. The caches of all stages live in the block's slo
 transformers' cache, side by side along the head axis (so beam reordering moves them together);
 cross-attention keys and values are the same for every stage and cached once per block.
 """
+
 from typing import Any, List, Optional, Tuple
 
 import torch
@@ -33,15 +34,20 @@ def block_solver(config: ODEM2M100Config, side: str) -> FixedGridSolver:
     tableau = get_tableau(getattr(config, f"{side}_ode_method"))
     mode = config.ode_coefficients if tableau.stages > 1 else "fixed"
     return FixedGridSolver(
-        tableau, steps=getattr(config, f"{side}_ode_steps"), interval=float(getattr(config, f"{side}_ode_interval")),
+        tableau,
+        steps=getattr(config, f"{side}_ode_steps"),
+        interval=float(getattr(config, f"{side}_ode_interval")),
         combine=build_combiner(mode, tableau, config.d_model),
     )
 
 
 def is_plain(config: ODEM2M100Config, side: str) -> bool:
     """Whether ``side``'s blocks are Euler steps of size 1, i.e. M2M100's own layers."""
-    return (getattr(config, f"{side}_ode_method") == "euler" and getattr(config, f"{side}_ode_steps") == 1
-            and float(getattr(config, f"{side}_ode_interval")) == 1.0)
+    return (
+        getattr(config, f"{side}_ode_method") == "euler"
+        and getattr(config, f"{side}_ode_steps") == 1
+        and float(getattr(config, f"{side}_ode_interval")) == 1.0
+    )
 
 
 class FeedForwardBranch:
@@ -80,8 +86,9 @@ class ODEM2M100DecoderLayer(FeedForwardBranch, M2M100DecoderLayer):
         self.solver = block_solver(config, "decoder")
         self.combiner = self.solver.combine
 
-    def self_attention(self, x: Tensor, slot: int, past: Optional[Tuple[Tensor, Tensor]],
-                       new: List[Tuple[Tensor, Tensor]]) -> Tensor:
+    def self_attention(
+        self, x: Tensor, slot: int, past: Optional[Tuple[Tensor, Tensor]], new: List[Tuple[Tensor, Tensor]]
+    ) -> Tensor:
         """Causal self-attention of stage cache ``slot`` over its past keys/values and ``x``'s
         (appended to ``new``); M2M100's projections and scaling."""
         attn = self.self_attn
@@ -94,20 +101,29 @@ class ODEM2M100DecoderLayer(FeedForwardBranch, M2M100DecoderLayer):
         q, k, v = split(attn.q_proj(x) * attn.scaling), split(attn.k_proj(x)), split(attn.v_proj(x))
         new.append((k, v))
         if past is not None:
-            k = torch.cat([past[0][:, slot * heads:(slot + 1) * heads], k], dim=2)
-            v = torch.cat([past[1][:, slot * heads:(slot + 1) * heads], v], dim=2)
+            k = torch.cat([past[0][:, slot * heads : (slot + 1) * heads], k], dim=2)
+            v = torch.cat([past[1][:, slot * heads : (slot + 1) * heads], v], dim=2)
         scores = q @ k.transpose(-1, -2)
         if length > 1:
             start = k.size(2) - length
             future = torch.ones(length, k.size(2), dtype=torch.bool, device=x.device).triu(start + 1)
             scores = scores.masked_fill(future, float("-inf"))
-        weights = nn.functional.dropout(scores.float().softmax(-1).type_as(scores), p=attn.dropout, training=self.training)
+        weights = nn.functional.dropout(
+            scores.float().softmax(-1).type_as(scores), p=attn.dropout, training=self.training
+        )
         out = (weights @ v).transpose(1, 2).reshape(batch, length, -1)
         return attn.out_proj(out)
 
-    def forward(self, hidden_states: Tensor, attention_mask: Optional[Tensor] = None,
-                encoder_hidden_states: Optional[Tensor] = None, encoder_attention_mask: Optional[Tensor] = None,
-                cache: Any = None, use_cache: Optional[bool] = True, **kwargs: Any) -> Tensor:
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Optional[Tensor] = None,
+        encoder_hidden_states: Optional[Tensor] = None,
+        encoder_attention_mask: Optional[Tensor] = None,
+        cache: Any = None,
+        use_cache: Optional[bool] = True,
+        **kwargs: Any,
+    ) -> Tensor:
         self_cache = getattr(cache, "self_attention_cache", None)
         past = None
         if self_cache is not None and self_cache.get_seq_length(self.layer_idx) > 0:
@@ -120,15 +136,20 @@ class ODEM2M100DecoderLayer(FeedForwardBranch, M2M100DecoderLayer):
             a = self.self_attention(self.self_attn_layer_norm(z), step * stages + stage, past, new)
             a = nn.functional.dropout(a, p=self.dropout, training=self.training)
             c, _ = self.encoder_attn(
-                hidden_states=self.encoder_attn_layer_norm(z + a), key_value_states=encoder_hidden_states,
-                attention_mask=encoder_attention_mask, cache=cache, **kwargs,
+                hidden_states=self.encoder_attn_layer_norm(z + a),
+                key_value_states=encoder_hidden_states,
+                attention_mask=encoder_attention_mask,
+                cache=cache,
+                **kwargs,
             )
             c = nn.functional.dropout(c, p=self.dropout, training=self.training)
             return a + c + self.feed_forward(z + a + c)
 
         y = self.solver.solve(field, hidden_states)
         if self_cache is not None and use_cache:
-            self_cache.update(torch.cat([k for k, _ in new], dim=1), torch.cat([v for _, v in new], dim=1), self.layer_idx)
+            self_cache.update(
+                torch.cat([k for k, _ in new], dim=1), torch.cat([v for _, v in new], dim=1), self.layer_idx
+            )
         return y
 
 

@@ -9,6 +9,7 @@ that make it globally Lipschitz or at least well conditioned:
   largest singular value), optionally kept at spectral norm 1 during training;
 - optionally L2-distance attention softmax(−‖q_i − k_j‖²/√d) instead of softmax(q_i·k_j/√d).
 """
+
 from .attention import ATTENTION_KERNELS, AttentionRecord, StableMultiheadAttention
 from .center_norm import CenterNorm
 from .layer import StableConfig, StableLayer

@@ -11,6 +11,7 @@ caches of :mod:`ode_seq.layers.stage_caches` work unchanged. Probability hooks
 (:meth:`StableMultiheadAttention.register_probability_hook`) receive every call's per-head
 probabilities, e.g. for the JaSMin penalty (:mod:`ode_seq.models.criteria.jasmin`).
 """
+
 from __future__ import annotations
 
 import collections
@@ -54,9 +55,7 @@ class StableMultiheadAttention(MultiheadAttention):
         encoder_decoder_attention: bool = False,
     ) -> None:
         if kernel not in ATTENTION_KERNELS:
-            raise ValueError(
-                f"attention kernel {kernel!r} is not valid; choose one of: {', '.join(ATTENTION_KERNELS)}"
-            )
+            raise ValueError(f"attention kernel {kernel!r} is not valid; choose one of: {', '.join(ATTENTION_KERNELS)}")
         super().__init__(
             embed_dim,
             num_heads,
@@ -117,9 +116,7 @@ class StableMultiheadAttention(MultiheadAttention):
             k = self._split_heads(self.k_proj(key), bsz)
             v = self._split_heads(self.v_proj(value), bsz)
         if incremental_state is not None:
-            k, v, key_padding_mask = cached_keys_values(
-                self, incremental_state, k, v, key_padding_mask, bsz, static_kv
-            )
+            k, v, key_padding_mask = cached_keys_values(self, incremental_state, k, v, key_padding_mask, bsz, static_kv)
         assert k is not None and v is not None
         logits = masked_logits(self._logits(q, k), attn_mask, key_padding_mask, bsz)
         if before_softmax:

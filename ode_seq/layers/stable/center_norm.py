@@ -1,4 +1,5 @@
 """CenterNorm: LayerNorm without the division by the standard deviation."""
+
 from __future__ import annotations
 
 import torch

@@ -4,6 +4,7 @@ Built through fairseq's layer hooks: bias-free attention (:class:`StableMultihea
 dot or L2 kernel) and feed-forward projections; then CenterNorm in place of every LayerNorm of
 the field, and every projection initialised with spectral norm 1 and optionally constrained to it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,11 +30,13 @@ class StableConfig:
 
     prefix: ClassVar[str] = ""
     attention_kernel: str = option(
-        "dot", "attention logits: dot = q.k/sqrt(d), l2 = -|q - k|^2/sqrt(d) (Lipschitz)",
+        "dot",
+        "attention logits: dot = q.k/sqrt(d), l2 = -|q - k|^2/sqrt(d) (Lipschitz)",
         choices=ATTENTION_KERNELS,
     )
     spectral_norm_constraint: bool = option(
-        False, "keep every projection of the field at spectral norm 1 during training "
+        False,
+        "keep every projection of the field at spectral norm 1 during training "
         "(power-iteration reparametrisation); without it only the initialisation has norm 1",
     )
 
@@ -58,8 +61,11 @@ class StableLayer(LayerKind):
 
     def _attention(self, embed_dim: int, cfg: Any, **kwargs: Any) -> StableMultiheadAttention:
         return StableMultiheadAttention(
-            embed_dim, getattr(cfg, self.side).attention_heads,
-            kernel=self.spec.options.attention_kernel, dropout=cfg.attention_dropout, **kwargs,
+            embed_dim,
+            getattr(cfg, self.side).attention_heads,
+            kernel=self.spec.options.attention_kernel,
+            dropout=cfg.attention_dropout,
+            **kwargs,
         )
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
@@ -70,7 +76,10 @@ class StableLayer(LayerKind):
 
     def build_encoder_attention(self, embed_dim, cfg):
         return self._attention(
-            embed_dim, cfg, kdim=cfg.encoder.embed_dim, vdim=cfg.encoder.embed_dim,
+            embed_dim,
+            cfg,
+            kdim=cfg.encoder.embed_dim,
+            vdim=cfg.encoder.embed_dim,
             encoder_decoder_attention=True,
         )
 

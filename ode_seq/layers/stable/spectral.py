@@ -1,4 +1,5 @@
 """Spectral-norm-1 linear maps: at initialisation, and optionally throughout training."""
+
 from __future__ import annotations
 
 import torch

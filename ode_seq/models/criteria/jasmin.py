@@ -9,6 +9,7 @@ key has g_1 = 0 and penalty log(ε/ε) = 0 (ε = 1e-12 guards both logarithms). 
 attention map is the maximum over (non-padding) queries, averaged over heads and sentences; over
 a trajectory it is averaged over the field evaluations of the last 85% of the solver steps.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,9 +70,7 @@ def trajectory_jasmin(
     """Mean JaSMin penalty of the field evaluations (step, record) in the last steps."""
     first = first_penalised_step(total_steps, fraction)
     penalties = [
-        jasmin_penalty(r.probs, k, r.query_padding_mask, r.available_keys)
-        for step, r in evaluations
-        if step >= first
+        jasmin_penalty(r.probs, k, r.query_padding_mask, r.available_keys) for step, r in evaluations if step >= first
     ]
     if not penalties:
         raise ValueError(

@@ -26,9 +26,7 @@ from .jasmin import first_penalised_step, trajectory_jasmin
 
 @dataclass
 class JasminCriterionConfig(LabelSmoothedCrossEntropyCriterionConfig):
-    jasmin_weight: float = field(
-        default=1.0, metadata={"help": "weight of the JaSMin penalty (0 = only logged)"}
-    )
+    jasmin_weight: float = field(default=1.0, metadata={"help": "weight of the JaSMin penalty (0 = only logged)"})
     jasmin_k: int = field(
         default=10,
         metadata={"help": "JaSMin compares g_1 with g_k (ODE-ViT: 10 from scratch, 2 distilled)"},
@@ -108,4 +106,3 @@ class JasminCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     def per_sample_metrics() -> Tuple[str, ...]:
         """Logged as Σ value·sample_size, reported as the sample-size-weighted mean."""
         return ("jasmin",)
-

@@ -52,24 +52,21 @@ class TrajectoryDistillationConfig(JasminCriterionConfig):
     trajectory_weight: float = field(default=1.0, metadata={"help": "weight of L_traj"})
     control_times: ChoiceEnum(CONTROL_TIME_MODES) = field(
         default="distance",
-        metadata={"help": "control times of the teacher layers: uniform, or softmax of the "
-                  "teacher's layer-to-layer distances"},
+        metadata={
+            "help": "control times of the teacher layers: uniform, or softmax of the teacher's layer-to-layer distances"
+        },
     )
-    control_time_temperature: float = field(
-        default=30.0, metadata={"help": "temperature τ of the distance softmax"}
-    )
+    control_time_temperature: float = field(default=30.0, metadata={"help": "temperature τ of the distance softmax"})
     ce_weight: float = field(default=1.0, metadata={"help": "final weight of the cross-entropy"})
-    ce_start_update: int = field(
-        default=0, metadata={"help": "the cross-entropy weight is 0 before this update"}
-    )
-    ce_warmup_updates: int = field(
-        default=0, metadata={"help": "updates over which the cross-entropy weight ramps up"}
-    )
+    ce_start_update: int = field(default=0, metadata={"help": "the cross-entropy weight is 0 before this update"})
+    ce_warmup_updates: int = field(default=0, metadata={"help": "updates over which the cross-entropy weight ramps up"})
     freeze_interface_updates: int = field(
         default=0,
-        metadata={"help": "keep the teacher-initialised embeddings, final norms and output "
-                  "projection frozen for this many updates (needs --init-from-teacher; with "
-                  "DDP add --find-unused-parameters)"},
+        metadata={
+            "help": "keep the teacher-initialised embeddings, final norms and output "
+            "projection frozen for this many updates (needs --init-from-teacher; with "
+            "DDP add --find-unused-parameters)"
+        },
     )
     jasmin_k: int = field(default=2, metadata={"help": "JaSMin compares g_1 with g_k"})
 
@@ -104,17 +101,26 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
         freeze_interface_updates: int = 0,
     ) -> None:
         super().__init__(
-            task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy,
-            jasmin_weight, jasmin_k, jasmin_step_fraction,
+            task,
+            sentence_avg,
+            label_smoothing,
+            ignore_prefix_size,
+            report_accuracy,
+            jasmin_weight,
+            jasmin_k,
+            jasmin_step_fraction,
         )
         if control_times not in CONTROL_TIME_MODES:
             raise ValueError(f"--control-times must be one of {', '.join(CONTROL_TIME_MODES)}")
         if control_time_temperature <= 0:
             raise ValueError(f"--control-time-temperature must be > 0, got {control_time_temperature}")
-        for option, value in (("--trajectory-weight", trajectory_weight), ("--ce-weight", ce_weight),
-                              ("--ce-start-update", ce_start_update),
-                              ("--ce-warmup-updates", ce_warmup_updates),
-                              ("--freeze-interface-updates", freeze_interface_updates)):
+        for option, value in (
+            ("--trajectory-weight", trajectory_weight),
+            ("--ce-weight", ce_weight),
+            ("--ce-start-update", ce_start_update),
+            ("--ce-warmup-updates", ce_warmup_updates),
+            ("--freeze-interface-updates", freeze_interface_updates),
+        ):
             if value < 0:
                 raise ValueError(f"{option} must be >= 0, got {value}")
         self.__dict__["_teacher"] = load_teacher(teacher_path, task)
@@ -219,12 +225,8 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
         }
         trajectory = torch.stack(list(stack_losses.values())).mean()
         jasmin = self.jasmin(records)
-        ce_weight = curriculum_weight(
-            student.num_updates, self.ce_start_update, self.ce_warmup_updates, self.ce_weight
-        )
-        loss = ce_weight * ce_loss + sample_size * (
-            self.trajectory_weight * trajectory + self.jasmin_weight * jasmin
-        )
+        ce_weight = curriculum_weight(student.num_updates, self.ce_start_update, self.ce_warmup_updates, self.ce_weight)
+        loss = ce_weight * ce_loss + sample_size * (self.trajectory_weight * trajectory + self.jasmin_weight * jasmin)
         logging_output = {
             "loss": loss.data,
             "nll_loss": nll_loss.data,

@@ -14,6 +14,7 @@ is uniform). The student's state X(t_ℓ) is its state after the solver step nea
 
 is the per-layer-normalised MSE.
 """
+
 from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
@@ -24,9 +25,7 @@ from torch import Tensor
 CONTROL_TIME_MODES = ("uniform", "distance")
 
 
-def control_times(
-    distances: Tensor, total_time: float, mode: str = "distance", temperature: float = 30.0
-) -> Tensor:
+def control_times(distances: Tensor, total_time: float, mode: str = "distance", temperature: float = 30.0) -> Tensor:
     """t_1 … t_L on [0, T] for L teacher layers with mean layer-to-layer distances d_1 … d_L."""
     layers = distances.numel()
     if mode == "uniform":
@@ -50,9 +49,7 @@ def nearest_steps(step_times: Sequence[float], times: Tensor) -> List[int]:
 
 def layer_distance_sums(states: Sequence[Tensor], keep: Tensor) -> Tuple[Tensor, int]:
     """(Σ_i ‖h_i^m − h_i^{m−1}‖ for m = 1 … L, number of tokens i); states (T, B, C), keep (T, B)."""
-    sums = torch.stack([
-        ((b.float() - a.float()).norm(dim=-1) * keep).sum() for a, b in zip(states[:-1], states[1:])
-    ])
+    sums = torch.stack([((b.float() - a.float()).norm(dim=-1) * keep).sum() for a, b in zip(states[:-1], states[1:])])
     return sums, int(keep.sum())
 
 
@@ -95,8 +92,7 @@ def trajectory_loss(
     """(1/L) Σ_ℓ relative squared error of X(t_ℓ) (nearest step) against h^ℓ, ℓ = 1 … L."""
     steps = nearest_steps(step_times, times)
     errors = [
-        relative_squared_error(student_states[s], teacher_states[layer + 1], keep)
-        for layer, s in enumerate(steps)
+        relative_squared_error(student_states[s], teacher_states[layer + 1], keep) for layer, s in enumerate(steps)
     ]
     return torch.stack(errors).mean()
 

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The house rules (pyproject.toml [tool.ruff]): lint and formatting, in seconds. bash scripts/lint.sh
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$ROOT/scripts/setup.sh"
+cd "$ROOT"
+RUFF="${ODE_SEQ_VENV:-$ROOT/.venv}/bin/ruff"
+"$RUFF" check .
+"$RUFF" format --check .
