@@ -5,8 +5,7 @@ non-padding positions only, so padding never changes the steps a sentence gets. 
 and that norm are float32 whatever the model's dtype; the field is evaluated in the model's dtype.
 (torchdiffeq's controller fails in float16: the squared error ratio overflows to inf, every step
 is rejected and the step size underflows; and a bfloat16 state loses the small increments of
-small steps: at d=512 the encoder output of a bf16 model was 6 % off its fp32 output with a bf16
-state, 13 times the error of the same layer on RK4's fixed grid.) The norm only chooses steps, so
+small steps; docs/benchmarks.md has the measurements.) The norm only chooses steps, so
 no gradient flows through it. A solve makes at most ``max_evaluations`` field evaluations;
 tolerances too tight for the state's precision would otherwise shrink the steps for minutes or
 until the step size underflows, and either ends in an :class:`AdaptiveSolveError` that names the
@@ -58,9 +57,8 @@ ADAPTIVE_METHODS: Dict[str, AdaptiveMethod] = {
 def padding_aware_rms(padding_mask: Optional[Tensor]) -> Callable[[Tensor], Tensor]:
     """RMS over the positions where ``padding_mask`` (B, T) is False; y is (T, B, C). Computed in
     float32 (the squares of ratios up to 1/rtol overflow float16) and without gradient: the error
-    estimate chooses the steps and is no part of the loss. In float32 its gradient changed the
-    parameters' gradients by at most 2 % (one bias, typically 1e-4); in float16 it overflowed
-    into the embeddings' gradient, so every update was skipped as an overflow."""
+    estimate chooses the steps and is no part of the loss (a gradient through it would overflow
+    float16 into the embeddings' gradient)."""
 
     def norm(ratio: Tensor) -> Tensor:
         ratio = ratio.detach().float()
