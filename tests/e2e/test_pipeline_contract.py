@@ -394,3 +394,94 @@ def test_a_study_run_has_omp_num_threads_threads_or_one(stub_root, env, threads)
 def test_the_sweep_runs_with_omp_num_threads_unless_threads_is_given(stub_root, args, env, threads):
     args = ["--work-dir", str(stub_root / "sweep"), "--settings", "rk4_d256_v8k_b2k_lr1e-3", *args]
     assert recorded_threads(stub_root, "demo_sweep.sh", args, **env) == threads
+
+
+# The option table itself (examples/lib.sh, parse_options) on a table of every kind of row.
+TABLE = """declare -A KINDS=([small]=1 [big]=2)
+parse_options "$@" <<'EOF'
+--ref=FILE            REF        -            required  # references
+--work-dir=DIR        WORK_DIR   -            $REPO_ROOT/work-dirs/x
+--beam=N              BEAM       positive     4
+--kind=K              KIND       epoch|update epoch
+--size=S              SIZE       keys:KINDS   small
+--seeds=LIST          SEEDS      positives    1 2 3
+--errant              ERRANT                  # a switch
+--m2=FILE             M2[]                    # repeatable
+--train-pairs|--vocab-size=N  PREPARE[]  forward  --vocab-size 4000
+--old=X               -          is-now:--kind
+--=OPTIONS            EXTRA[]    -            --max-len-b 10
+EOF
+declare -p REF WORK_DIR BEAM KIND SIZE SEEDS ERRANT M2 PREPARE EXTRA | sed 's/^declare -[-a] //'
+"""
+
+
+def parse(*args: str) -> subprocess.CompletedProcess:
+    script = TABLE.replace('"$@"', " ".join(shlex.quote(arg) for arg in args))
+    return lib_call(script)
+
+
+def test_the_table_gives_defaults_and_values_of_every_kind_of_row():
+    defaults = parse("--ref", "r")
+    assert defaults.returncode == 0, defaults.stderr
+    assert defaults.stdout.splitlines() == [
+        'REF="r"',
+        f'WORK_DIR="{REPO_ROOT}/work-dirs/x"',
+        'BEAM="4"',
+        'KIND="epoch"',
+        'SIZE="small"',
+        'SEEDS="1 2 3"',
+        'ERRANT="0"',
+        "M2=()",
+        'PREPARE=([0]="--vocab-size" [1]="4000")',
+        'EXTRA=([0]="--max-len-b" [1]="10")',
+    ]
+    given = parse(
+        *"--ref r --beam 5 --kind update --size big --seeds 7 --errant --m2 a --m2 b".split(),
+        "--train-pairs",
+        "9",
+        "--",
+        "--x",
+        "y z",
+    )
+    assert given.returncode == 0, given.stderr
+    assert given.stdout.splitlines()[2:] == [
+        'BEAM="5"',
+        'KIND="update"',
+        'SIZE="big"',
+        'SEEDS="7"',
+        'ERRANT="1"',
+        'M2=([0]="a" [1]="b")',
+        'PREPARE=([0]="--vocab-size" [1]="4000" [2]="--train-pairs" [3]="9")',
+        'EXTRA=([0]="--x" [1]="y z")',
+    ]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "--ref is required (see --help)"),
+        (["--ref", "r", "--beam", "0"], "--beam must be a positive whole number, got '0'"),
+        (["--ref", "r", "--kind", "last"], "--kind must be epoch or update, got last"),
+        (["--ref", "r", "--size", "huge"], "--size must be big or small, got huge"),
+        (["--ref", "r", "--seeds", "1 x"], "--seeds takes positive whole numbers, got 'x'"),
+        (["--ref", "r", "--old", "x"], "--old is now --kind"),
+        (["--ref"], "option --ref needs a value"),
+        (["--ref", "r", "--ERRANT"], "unknown option --ERRANT (see --help)"),
+    ],
+)
+def test_the_table_refuses_bad_command_lines(args, message):
+    result = parse(*args)
+    assert result.returncode == 2 and f"probe.sh: error: {message}" in result.stderr
+
+
+def test_help_lists_the_rows_with_their_defaults(tmp_path):
+    script = tmp_path / "probe.sh"
+    script.write_text(
+        f"#!/bin/bash\n# A probe.\n# Usage: probe.sh\nsource {shlex.quote(str(EXAMPLES / 'lib.sh'))}\n{TABLE}"
+    )
+    usage = run(script, "--help")
+    assert usage.returncode == 0, usage.stderr
+    assert usage.stdout.startswith("A probe.\nUsage: probe.sh\n  --ref FILE            references\n")
+    assert "  --work-dir DIR        (default: work-dirs/x)\n" in usage.stdout
+    assert "  --train-pairs N --vocab-size N  (default: --vocab-size 4000)\n" in usage.stdout
+    assert "  --errant              a switch\n" in usage.stdout and "--old" not in usage.stdout
