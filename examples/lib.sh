@@ -1,9 +1,15 @@
 # The shell library of every pipeline under examples/; sourced, not executed.
-# The contract: flags only (old environment-variable interfaces are refused), `-h`/`--help` prints
-# the script's header comment, a usage error prints `SCRIPT: error: …` and exits 2, a failure of
-# the work exits 1. Every stage writes to "$target.tmp" (file or directory) and renames it when
-# complete, so an existing target is always complete and its stage is skipped on reruns.
+# The contract: flags only (each script declares them in one table, read by parse_options), `-h`/
+# `--help` prints the script's header comment and its options, a usage error prints
+# `SCRIPT: error: …` and exits 2, a failure of the work exits 1. Every stage writes to
+# "$target.tmp" (file or directory) and renames it when complete, so an existing target is always
+# complete and its stage is skipped on reruns. One run at a time writes into a directory (lock_dir).
 
+# The environment: no generic name (PYTHON, ARCH, CPU, BEAM, …) changes what a pipeline does, since
+# every variable of a script is set from its table or in the script. What the pipelines read:
+# ODE_SEQ_VENV (use_project_python), PATH, PYTHONPATH (after the repository), OMP_NUM_THREADS
+# (threads of each process; checked below), and through torch CUDA_VISIBLE_DEVICES.
+unset CDPATH  # with CDPATH set, `cd DIR` may go elsewhere and prints where it went
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCRIPT_NAME="$(basename "$0")"
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
@@ -22,8 +28,160 @@ log() {
   echo "[$(date +%H:%M:%S)] $*" >&2
 }
 
-usage() {  # print the script's header comment (the lines after the shebang), without the '# '
+# Options. A script's table, one row a flag, on the standard input of parse_options:
+#   --flag=META   VARIABLE   CHECK   DEFAULT…   # help (a row that is only `# …` continues it)
+# VARIABLE is set to DEFAULT (expanded as in double quotes: "$REPO_ROOT/…", "$(nproc)"), then to the
+# flag's value. A flag without =META is a switch: 0, or 1 when given. VARIABLE[] is an array: the
+# words of DEFAULT, then each value of a repeated flag; with CHECK `forward` (`--a|--b=N VAR[] forward`)
+# the given flag goes in before its value, to be passed on. The row `--=WORDS VAR[]` takes every word
+# after `--`. CHECK (`-` for none): whole, positive, number; positives or numbers (lists of them);
+# gpus, decoding-gpus; A|B (one of); keys:ARRAY (a key of that associative array); is-now:--flag (a
+# renamed flag, not listed by --help). DEFAULT `required`: the flag must be given.
+OPTION_ROWS=()
+declare -gA OPTION_VARIABLE=() OPTION_CHECK=() OPTION_TAKES_VALUE=()
+NUMBER='^([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]+)?$'
+
+parse_options() {  # parse_options "$@" < TABLE — set each row's VARIABLE from its default and the command line
+  read_option_table
+  set_options "$@"
+  check_options
+}
+
+read_option_table() {  # read_option_table < TABLE — keep its rows, map each flag to its row, set the defaults
+  local row flag var check default name names=()
+  while IFS= read -r row; do
+    [[ ! "$row" =~ [^[:space:]] ]] || OPTION_ROWS+=("$row")
+    read -r flag var check default <<< "${row%%#*}"
+    [[ -n "$flag" ]] || continue
+    IFS='|' read -r -a names <<< "${flag%%=*}"
+    for name in "${names[@]}"; do
+      OPTION_VARIABLE[$name]="$var" OPTION_CHECK[$name]="$check" OPTION_TAKES_VALUE[$name]="${flag//[^=]/}"
+    done
+    if [[ "$var" == - ]]; then
+      continue
+    elif [[ "$var" == *'[]' ]]; then
+      eval "${var%'[]'}=($default)"
+    elif [[ "$flag" != *=* ]]; then
+      printf -v "$var" 0
+    elif [[ "$default" == required ]]; then
+      printf -v "$var" '%s' ""
+    else
+      eval "$var=\"$default\""
+    fi
+  done
+}
+
+set_options() {  # set_options "$@" — the command line, flag by flag, into the variables of the table
+  local var check
+  while [[ $# -gt 0 ]]; do
+    [[ "$1" != -h && "$1" != --help ]] || { usage; exit 0; }
+    [[ -n "$1" && -n "${OPTION_VARIABLE[$1]+set}" ]] || unknown_option "$1"
+    var="${OPTION_VARIABLE[$1]}" check="${OPTION_CHECK[$1]}"
+    [[ "$check" != is-now:* ]] || usage_error "$1 is now ${check#is-now:}"
+    if [[ "$1" == -- ]]; then
+      shift
+      eval "${var%'[]'}=(\"\$@\")"
+      return
+    elif [[ -z "${OPTION_TAKES_VALUE[$1]}" ]]; then
+      printf -v "$var" 1
+      shift
+      continue
+    fi
+    require_option_value "$@"
+    case "$check $var" in
+      "forward "*) eval "${var%'[]'}+=(\"\$1\" \"\$2\")" ;;
+      *'[]') eval "${var%'[]'}+=(\"\$2\")" ;;
+      *) printf -v "$var" '%s' "$2" ;;
+    esac
+    shift 2
+  done
+}
+
+check_options() {  # check_options — every required flag given, every value passes its row's CHECK
+  local row flag var check default missing=() checks=()
+  for row in "${OPTION_ROWS[@]}"; do
+    read -r flag var check default <<< "${row%%#*}"
+    [[ "$flag" == *=* && "$var" != *'[]' && "$var" != - ]] || continue
+    if [[ -n "${!var}" ]]; then
+      checks+=("${flag%%[|=]*}" "$check" "${!var}")
+    elif [[ "$default" == required ]]; then
+      missing+=("${flag%%[|=]*}")
+    fi
+  done
+  [[ ${#missing[@]} -eq 0 ]] || usage_error "$(words_and "${missing[@]}") \
+$([[ ${#missing[@]} -eq 1 ]] && echo is || echo are) required (see --help)"
+  while [[ ${#checks[@]} -gt 0 ]]; do
+    check_option "${checks[@]:0:3}"
+    checks=("${checks[@]:3}")
+  done
+}
+
+check_option() {  # check_option FLAG CHECK VALUE — a usage error unless VALUE passes CHECK
+  local flag="$1" check="$2" value="$3" word words=()
+  case "$check" in
+    -|''|forward) ;;
+    whole) require_whole "$flag" "$value" ;;
+    positive) require_positive "$flag" "$value" ;;
+    number) [[ "$value" =~ $NUMBER ]] || usage_error "$flag must be a non-negative number such as 2e-3, got '$value'" ;;
+    positives|numbers)
+      read -r -a words <<< "$value"
+      [[ ${#words[@]} -gt 0 ]] || usage_error "$flag needs at least one value"
+      for word in "${words[@]}"; do
+        if [[ "$check" == positives ]]; then
+          [[ "$word" =~ ^[1-9][0-9]*$ ]] || usage_error "$flag takes positive whole numbers, got '$word'"
+        else
+          [[ "$word" =~ $NUMBER ]] || usage_error "$flag takes numbers such as 2e-3, got '$word'"
+        fi
+      done ;;
+    gpus) require_gpus "$value" ;;
+    decoding-gpus) require_gpus "$value" decoding ;;
+    keys:*)
+      local -n table="${check#keys:}"
+      [[ -n "${table[$value]+set}" ]] \
+        || usage_error "$flag must be $(words_or $(printf '%s\n' "${!table[@]}" | sort)), got $value" ;;
+    *'|'*)
+      [[ "|$check|" == *"|$value|"* ]] || usage_error "$flag must be $(words_or ${check//|/ }), got $value" ;;
+    *) die "the option table names an unknown check '$check' for $flag" ;;
+  esac
+}
+
+words_and() {  # words_and A B C — "A, B and C"
+  local all="$*"
+  [[ $# -gt 1 ]] && all="${*:1:$#-1}" && all="${all// /, } and ${!#}"
+  echo "$all"
+}
+
+words_or() {  # words_or A B C — "A or B", "one of A, B, C"
+  if [[ $# -eq 2 ]]; then echo "$1 or $2"; else local all="$*"; echo "one of ${all// /, }"; fi
+}
+
+usage() {  # the header comment (the lines after the shebang, without '# '), then the options
   awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"
+  local row flag var check default help meta name names=() label entry="" shown=""
+  for row in "${OPTION_ROWS[@]}" --end; do
+    help=""
+    [[ "$row" != *'#'* ]] || help="${row#*#}"
+    help="${help# }"
+    read -r flag var check default <<< "${row%%#*}"
+    if [[ -z "$flag" ]]; then
+      entry="${entry%"${entry##*[! ]}"}"$'\n'"$(printf '%24s' '')$help"
+      continue
+    fi
+    [[ "$entry" != *'(default'* ]] || shown=""
+    [[ -z "$entry" ]] || echo "$entry${shown:+$([[ "$entry" == *' ' ]] || echo ' ')(default: $shown)}"
+    entry="" shown=""
+    [[ "$flag" != --end && "$check" != is-now:* ]] || continue
+    IFS='|' read -r -a names <<< "${flag%%=*}"
+    meta=""
+    [[ "$flag" != *=* ]] || meta=" ${flag#*=}"
+    label=""
+    for name in "${names[@]}"; do label+="$name$meta "; done
+    entry="$(printf '  %-20s  ' "${label% }")$help"
+    if [[ -n "$default" && "$default" != required ]]; then
+      eval "shown=\"$default\""
+      shown="${shown#"$REPO_ROOT/"}"
+    fi
+  done
 }
 
 unknown_option() {  # unknown_option ARG — the catch-all of every option loop
@@ -76,11 +234,13 @@ require_gpus() {  # require_gpus VALUE [decoding] — --gpus is a whole number (
   [[ -z "${2:-}" || "$1" -le 1 ]] || usage_error "--gpus must be 0 or 1: decoding runs on one device, got $1"
 }
 
-train_device_options() {  # train_device_options GPUS [fp16] — fairseq-train options: 0 = the CPU,
-  if [[ "$1" -eq 0 ]]; then  # N = N GPUs (in mixed precision when asked)
+train_device_options() {  # train_device_options GPUS [FP16] — fairseq-train options: 0 = the CPU,
+  if [[ "$1" -eq 0 ]]; then  # N = N GPUs (in mixed precision when FP16 is 1)
     echo --cpu
+  elif [[ "${2:-0}" == 1 ]]; then
+    echo --distributed-world-size "$1" --fp16
   else
-    echo --distributed-world-size "$1" ${2:+--fp16}
+    echo --distributed-world-size "$1"
   fi
 }
 
@@ -92,6 +252,17 @@ run_training() {  # run_training SAVE_DIR COMMAND... — its output also goes to
     || die "fairseq-train failed (its output is above and in $save_dir/train.log)"
   require_file "$save_dir/checkpoint_last.pt" "fairseq-train stopped before saving; see $save_dir/train.log"
   touch "$save_dir/train.done"
+}
+
+# The pipelines on the bundled Bible corpus score a run so: average SAVE_DIR's newest (up to 5) update
+# checkpoints (or take its last when it saved fewer than 2), translate the test set of prepare_bible.sh's
+# WORK_DIR (data-bin, raw/test.es) and score it into SAVE_DIR/eval-test.
+bible_test_scores() {  # bible_test_scores WORK_DIR SAVE_DIR GPUS [-- generate options]
+  local saved average=(--average-last 1)
+  saved="$(find "$2" -maxdepth 1 -name 'checkpoint_*_*.pt' | wc -l)"
+  [[ "$saved" -lt 2 ]] || average=(--average-last "$((saved < 5 ? saved : 5))" --checkpoint-kind update)
+  "$REPO_ROOT/examples/translation/evaluate.sh" --data-bin "$1/data-bin" --checkpoint-dir "$2" \
+    --gpus "$(($3 > 0))" --ref "$1/raw/test.es" --lang es "${average[@]}" "${@:4}" > /dev/null
 }
 
 require_file() {  # require_file PATH HINT
@@ -155,5 +326,46 @@ path_from() {  # path_from DIR PATH — PATH relative to DIR (true as long as bo
   realpath -m --relative-to="$1" -- "$2"
 }
 
+# One run at a time in a directory: a second run (of any pipeline) on a directory that a run uses is
+# refused, naming that run's PID. The lock is flock(2) on DIR/.pipeline.lock through a descriptor
+# that the run and every process it starts hold, so the kernel releases it when the last of them
+# ends, however it ends; the stages a run starts itself (which inherit the descriptor) share it.
+lock_dir() {  # lock_dir DIR — hold DIR (made if missing) for this run, or fail naming the run holding it
+  local lock link fd
+  mkdir -p "$1"
+  lock="$(realpath -- "$1")/.pipeline.lock"
+  for link in /proc/$$/fd/*; do
+    [[ "$(readlink -- "$link")" != "$lock" ]] || return 0
+  done
+  exec {fd}>> "$lock"
+  if ! flock --nonblock "$fd"; then
+    exec {fd}>&-
+    die "$1 is in use by another run ($(lock_holder "$lock")); wait until it ends, or stop it, and rerun"
+  fi
+  echo "PID $$, $SCRIPT_NAME, started $(date '+%F %T')" > "$lock"
+}
+
+lock_holder() {  # lock_holder LOCK — who holds LOCK: the run that took it, or the processes it left
+  local taker pid link holders=()
+  taker="$(cat -- "$1")"
+  pid="${taker#PID }"
+  pid="${pid%%,*}"
+  if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+    echo "$taker"
+    return
+  fi
+  for link in /proc/[0-9]*/fd/*; do
+    [[ "$(readlink -- "$link" 2>/dev/null)" != "$1" ]] || holders+=("$(cut -d/ -f3 <<< "$link")")
+  done
+  echo "${taker:-a run starting} has ended, but processes it started still run: PID $(sort -un <<< \
+"$(printf '%s\n' "${holders[@]}")" | paste -sd' ')"
+}
+
 # The translation scripts once read the architecture from ODE_SEQ_ARCH; no script reads it now.
 refuse_environment ODE_SEQ_ARCH=--arch
+# OMP_NUM_THREADS: intra-op threads of every process (torch's default when unset: one per core). A
+# value that OpenMP cannot read would be passed over with a warning in a log, so it is refused.
+[[ "${OMP_NUM_THREADS:-1}" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || usage_error "the environment variable \
+OMP_NUM_THREADS must be a positive whole number of threads per process, got '$OMP_NUM_THREADS'; set it so or unset it"
+OMP_THREADS="${OMP_NUM_THREADS:-}"
+OMP_THREADS="${OMP_THREADS%%,*}"  # the threads OMP_NUM_THREADS gives a process ('' when it is unset)

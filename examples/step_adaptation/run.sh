@@ -16,88 +16,38 @@
 # Every stage is skipped when its output exists in --work-dir.
 #
 # Usage: run.sh [options]
-#   --work-dir DIR            (default: work-dirs/step-adaptation)
-#   --gpus N                  0 = train on the CPU, N > 1 = data-parallel on N GPUs
-#                             (default: 1 if CUDA is visible, else 0)
-#   --steps N                 training steps of both stacks = their layers L (default: 6)
-#   --step-counts "N' ..."    step counts to adapt to (default: "3 4 6 8 12")
-#   --max-update N            training updates of the ODE model (default: 1200)
-#   --lr LR --warmup N        its peak learning rate and inverse-sqrt warmup (default: 2e-3, 300)
-#   --ft-updates N            updates of each fine-tune (default: 100)
-#   --ft-lr LR --lora-lr LR   peak learning rates of full and LoRA fine-tuning (default: 5e-4, 2e-3)
-#   --ft-warmup N             warmup of both fine-tunes (default: 20)
-#   --lora-rank R --lora-alpha A   (default: 8, 16)
-#   --embed-dim D --ffn-dim F --heads H   model sizes (default: 128, 512, 4)
-#   --time-network NAME       per-block or per-weight (default: per-weight, as the official code)
-#   --time-embed-dim D        d_e (default: 20)
-#   --max-tokens N            tokens per batch in training and fine-tuning (default: 2048)
-#   --seed N                  (default: 1)
-#   --train-pairs N --valid-pairs N --test-pairs N --vocab-size N --workers N   for prepare_bible.sh
-#                             (default here: all, 500, all, 4000, nproc)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 TRANSLATION="$REPO_ROOT/examples/translation"
-
-WORK_DIR="$REPO_ROOT/work-dirs/step-adaptation"
-GPUS=""
-STEPS=6
-STEP_COUNTS="3 4 6 8 12"
-MAX_UPDATE=1200
-LR=2e-3
-WARMUP=300
-FT_UPDATES=100
-FT_LR=5e-4
-LORA_LR=2e-3
-FT_WARMUP=20
-LORA_RANK=8
-LORA_ALPHA=16
-EMBED_DIM=128
-FFN_DIM=512
-HEADS=4
-TIME_NETWORK=per-weight
-TIME_EMBED_DIM=20
-MAX_TOKENS=2048
-SEED=1
-PREPARE_ARGS=(--valid-pairs 500 --vocab-size 4000)
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
-    --steps) require_option_value "$@"; STEPS="$2"; shift 2 ;;
-    --step-counts) require_option_value "$@"; STEP_COUNTS="$2"; shift 2 ;;
-    --max-update) require_option_value "$@"; MAX_UPDATE="$2"; shift 2 ;;
-    --lr) require_option_value "$@"; LR="$2"; shift 2 ;;
-    --warmup) require_option_value "$@"; WARMUP="$2"; shift 2 ;;
-    --ft-updates) require_option_value "$@"; FT_UPDATES="$2"; shift 2 ;;
-    --ft-lr) require_option_value "$@"; FT_LR="$2"; shift 2 ;;
-    --lora-lr) require_option_value "$@"; LORA_LR="$2"; shift 2 ;;
-    --ft-warmup) require_option_value "$@"; FT_WARMUP="$2"; shift 2 ;;
-    --lora-rank) require_option_value "$@"; LORA_RANK="$2"; shift 2 ;;
-    --lora-alpha) require_option_value "$@"; LORA_ALPHA="$2"; shift 2 ;;
-    --embed-dim) require_option_value "$@"; EMBED_DIM="$2"; shift 2 ;;
-    --ffn-dim) require_option_value "$@"; FFN_DIM="$2"; shift 2 ;;
-    --heads) require_option_value "$@"; HEADS="$2"; shift 2 ;;
-    --time-network) require_option_value "$@"; TIME_NETWORK="$2"; shift 2 ;;
-    --time-embed-dim) require_option_value "$@"; TIME_EMBED_DIM="$2"; shift 2 ;;
-    --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
-    --seed) require_option_value "$@"; SEED="$2"; shift 2 ;;
-    --train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers)
-      require_option_value "$@"; PREPARE_ARGS+=("$1" "$2"); shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-for n in "$STEPS" $STEP_COUNTS "$MAX_UPDATE" "$WARMUP" "$FT_UPDATES" "$FT_WARMUP" "$LORA_RANK" \
-         "$EMBED_DIM" "$FFN_DIM" "$HEADS" "$TIME_EMBED_DIM" "$MAX_TOKENS" "$SEED"; do
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || usage_error "positive whole number expected, got '$n'"
-done
-[[ -n "$STEP_COUNTS" ]] || usage_error "--step-counts needs at least one step count"
-[[ "$TIME_NETWORK" == per-block || "$TIME_NETWORK" == per-weight ]] \
-  || usage_error "--time-network must be per-block or per-weight, got $TIME_NETWORK"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS"
+parse_options "$@" <<'EOF'
+--work-dir=DIR        WORK_DIR        -         $REPO_ROOT/work-dirs/step-adaptation
+--gpus=N              GPUS            gpus               # 0 = train on the CPU, N > 1 = data-parallel on N GPUs
+                                                         # (default: 1 if CUDA is visible, else 0)
+--steps=N             STEPS           positive  6        # training steps of both stacks = their layers L
+--step-counts=LIST    STEP_COUNTS     positives 3 4 6 8 12  # step counts N' to adapt to, in quotes: "N' ..."
+--max-update=N        MAX_UPDATE      positive  1200     # training updates of the ODE model
+--lr=LR               LR              number    2e-3     # its peak learning rate
+--warmup=N            WARMUP          positive  300      # its inverse-sqrt warmup
+--ft-updates=N        FT_UPDATES      positive  100      # updates of each fine-tune
+--ft-lr=LR            FT_LR           number    5e-4     # peak learning rate of full fine-tuning
+--lora-lr=LR          LORA_LR         number    2e-3     # peak learning rate of LoRA fine-tuning
+--ft-warmup=N         FT_WARMUP       positive  20       # warmup of both fine-tunes
+--lora-rank=R         LORA_RANK       positive  8
+--lora-alpha=A        LORA_ALPHA      number    16
+--embed-dim=D         EMBED_DIM       positive  128      # model width
+--ffn-dim=F           FFN_DIM         positive  512      # FFN width
+--heads=H             HEADS           positive  4        # attention heads
+--time-network=NAME   TIME_NETWORK    per-block|per-weight  per-weight  # per-block or per-weight (default: per-weight,
+                                                         # as the official code)
+--time-embed-dim=D    TIME_EMBED_DIM  positive  20       # d_e
+--max-tokens=N        MAX_TOKENS      positive  2048     # tokens per batch in training and fine-tuning
+--seed=N              SEED            positive  1
+--train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers=N  PREPARE_ARGS[]  forward  --valid-pairs 500 --vocab-size 4000
+                                                         # for prepare_bible.sh
+EOF
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
+lock_dir "$WORK_DIR"
 
 DATA_BIN="$WORK_DIR/data-bin"
 ODE_DIR="$WORK_DIR/checkpoints/nonauto-N$STEPS"
@@ -108,10 +58,8 @@ width() {  # width LAYERS — the size options of a model with LAYERS layers per
     --encoder-layers "$1" --decoder-layers "$1"
 }
 evaluate() {  # evaluate DIR — translate and score DIR/eval-test/averaged.pt (a plain transformer;
-              # copied from DIR/checkpoint_last.pt when missing)
-  "$TRANSLATION/evaluate.sh" --data-bin "$DATA_BIN" --checkpoint-dir "$1" --average-last 1 \
-    --gpus "$(( GPUS > 0 ))" \
-    --ref "$WORK_DIR/raw/test.es" --lang es -- --max-len-a 1.5 --max-len-b 10 > /dev/null
+              # copied from DIR/checkpoint_last.pt, its one checkpoint, when missing)
+  bible_test_scores "$WORK_DIR" "$1" "$GPUS" -- --max-len-a 1.5 --max-len-b 10
 }
 materialise() {  # materialise CHECKPOINT OUTPUT [export options] — a plain transformer checkpoint
   local checkpoint="$1" output="$2"

@@ -5,74 +5,31 @@
 # checkpoint (use another --out-dir or delete it).
 #
 # Usage: evaluate.sh [options] [-- extra fairseq-generate options]
-#   --work-dir DIR        prepare.sh's work dir (default: work-dirs/cnndm)
-#   --method M            residual | rk2-learned | rk4: picks the default checkpoint (default: rk4)
-#   --checkpoint FILE     (default: WORK_DIR/checkpoints/METHOD/checkpoint_best.pt)
-#   --subset test|valid   (default: test)
-#   --ref FILE            reference summaries, one per line (default: WORK_DIR/raw/SUBSET.target)
-#   --out-dir DIR         generate-SUBSET.txt, SUBSET.hyp, rouge.{txt,json}
-#                         (default: the checkpoint's directory/eval-SUBSET)
-#   --gpus N              0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
-#   --batch-size N        sentences per decoding batch (default: 32)
-#   --beam N --lenpen X --min-len N --max-len-b N --no-repeat-ngram N
-#                         decoding (default: 4, 2.0, 55, 140, 3: recipe.sh)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-refuse_environment DATA_DIR=--work-dir CHECKPOINT=--checkpoint SUBSET=--subset REF=--ref \
-  OUT_DIR=--out-dir GPUS=--gpus BATCH_SIZE=--batch-size BEAM=--beam LENPEN=--lenpen MIN_LEN=--min-len \
-  MAX_LEN_B=--max-len-b NO_REPEAT_NGRAM=--no-repeat-ngram PYTHON=ODE_SEQ_VENV
 # shellcheck source=recipe.sh
 source "$REPO_ROOT/examples/summarization/recipe.sh"
-
-WORK_DIR="$REPO_ROOT/work-dirs/cnndm"
-METHOD=rk4
-CHECKPOINT=""
-SUBSET=test
-REF=""
-OUT_DIR=""
-GPUS=""
-BATCH_SIZE=32
-BEAM="$CNNDM_BEAM"
-LENPEN="$CNNDM_LENPEN"
-MIN_LEN="$CNNDM_MIN_LEN"
-MAX_LEN_B="$CNNDM_MAX_LEN_B"
-NO_REPEAT_NGRAM="$CNNDM_NO_REPEAT_NGRAM"
-EXTRA=()
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --method) require_option_value "$@"; METHOD="$2"; shift 2 ;;
-    --checkpoint) require_option_value "$@"; CHECKPOINT="$2"; shift 2 ;;
-    --subset) require_option_value "$@"; SUBSET="$2"; shift 2 ;;
-    --ref) require_option_value "$@"; REF="$2"; shift 2 ;;
-    --out-dir) require_option_value "$@"; OUT_DIR="$2"; shift 2 ;;
-    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
-    --batch-size) require_option_value "$@"; BATCH_SIZE="$2"; shift 2 ;;
-    --beam) require_option_value "$@"; BEAM="$2"; shift 2 ;;
-    --lenpen) require_option_value "$@"; LENPEN="$2"; shift 2 ;;
-    --min-len) require_option_value "$@"; MIN_LEN="$2"; shift 2 ;;
-    --max-len-b) require_option_value "$@"; MAX_LEN_B="$2"; shift 2 ;;
-    --no-repeat-ngram) require_option_value "$@"; NO_REPEAT_NGRAM="$2"; shift 2 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-[[ -n "${CNNDM_ARCH_OF_METHOD[$METHOD]+set}" ]] \
-  || usage_error "--method must be one of: ${!CNNDM_ARCH_OF_METHOD[*]}, got $METHOD"
-[[ "$SUBSET" == test || "$SUBSET" == valid ]] || usage_error "--subset must be test or valid, got $SUBSET"
-require_positive --batch-size "$BATCH_SIZE"
-require_positive --beam "$BEAM"
-require_whole --min-len "$MIN_LEN"
-require_whole --max-len-b "$MAX_LEN_B"
-require_whole --no-repeat-ngram "$NO_REPEAT_NGRAM"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
+parse_options "$@" <<'EOF'
+--work-dir=DIR        WORK_DIR         -              $REPO_ROOT/work-dirs/cnndm  # prepare.sh's work dir
+--method=M            METHOD           keys:CNNDM_ARCH_OF_METHOD  rk4  # residual | rk2-learned | rk4: picks the default checkpoint
+--checkpoint=FILE     CHECKPOINT                      # (default: WORK_DIR/checkpoints/METHOD/checkpoint_best.pt)
+--subset=test|valid   SUBSET           test|valid     test
+--ref=FILE            REF                             # reference summaries, one per line (default: WORK_DIR/raw/SUBSET.target)
+--out-dir=DIR         OUT_DIR                         # generate-SUBSET.txt, SUBSET.hyp, rouge.{txt,json}
+                                                      # (default: the checkpoint's directory/eval-SUBSET)
+--gpus=N              GPUS             decoding-gpus  # 0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
+--batch-size=N        BATCH_SIZE       positive       32  # sentences per decoding batch
+--beam=N              BEAM             positive       $CNNDM_BEAM  # decoding, as in recipe.sh: beam size
+--lenpen=X            LENPEN           number         $CNNDM_LENPEN  # length penalty
+--min-len=N           MIN_LEN          whole          $CNNDM_MIN_LEN  # shortest summary in tokens
+--max-len-b=N         MAX_LEN_B        whole          $CNNDM_MAX_LEN_B  # longest summary in tokens
+--no-repeat-ngram=N   NO_REPEAT_NGRAM  whole          $CNNDM_NO_REPEAT_NGRAM  # no n-gram of this size twice
+--=OPTIONS            EXTRA[]                         # extra fairseq-generate options
+EOF
 CHECKPOINT="${CHECKPOINT:-$WORK_DIR/checkpoints/$METHOD/checkpoint_best.pt}"
 REF="${REF:-$WORK_DIR/raw/$SUBSET.target}"
 OUT_DIR="${OUT_DIR:-$(dirname "$CHECKPOINT")/eval-$SUBSET}"
 use_project_python
-
 require_file "$CHECKPOINT" "train with examples/summarization/train.sh or pass --checkpoint"
 require_file "$REF" "run examples/summarization/prepare.sh --work-dir $WORK_DIR or pass --ref"
 if [[ -f "$WORK_DIR/bin/spm.model" ]]; then
@@ -84,6 +41,7 @@ elif [[ -f "$WORK_DIR/bin/encoder.json" ]]; then
 else
   die "no subword model (spm.model or encoder.json) in $WORK_DIR/bin; run prepare.sh --work-dir $WORK_DIR"
 fi
+lock_dir "$OUT_DIR"
 # Outputs made with other settings or by an earlier state of the checkpoint are never reused.
 DATA_ID="$(data_bin_id "$WORK_DIR/bin" "$SUBSET")"
 SUBWORD_ID="$(content_id "${SUBWORD_FILES[@]}")"

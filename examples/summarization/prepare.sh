@@ -3,74 +3,33 @@
 # Each stage is skipped when its output exists; outputs are built under a temporary name and renamed.
 #
 # Usage: prepare.sh [options]
-#   --work-dir DIR        outputs WORK_DIR/{raw,spm,subword,bin} (default: work-dirs/cnndm)
-#   --input-format F      stories (.story files + URL lists) | table (CSV/JSONL) (default: stories)
-#   --cnn-stories DIR     unpacked cnn/stories (default: WORK_DIR/input/cnn/stories)
-#   --dm-stories DIR      unpacked dailymail/stories (default: WORK_DIR/input/dailymail/stories)
-#   --url-lists DIR       all_train.txt all_val.txt all_test.txt (default: WORK_DIR/input/url_lists)
-#   --table-dir DIR       {train,validation,test}.{csv,jsonl} (default: WORK_DIR/input/cnn_dailymail)
-#   --on-missing error|skip   what a story missing for a listed URL does (default: error)
-#   --keep-bylines        keep CNN datelines and Daily Mail headers
-#   --subword sentencepiece|gpt2   (default: sentencepiece)
-#   --vocab-size N        sentencepiece vocabulary (default: 32000)
-#   --sample-lines N      lines sampled to train sentencepiece (default: 300000)
-#   --workers N           parallel encoder / binariser processes (default: nproc)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-refuse_environment INPUT_FORMAT=--input-format CNN_STORIES=--cnn-stories DM_STORIES=--dm-stories \
-  URL_LISTS=--url-lists TABLE_DIR=--table-dir ON_MISSING=--on-missing KEEP_BYLINES=--keep-bylines \
-  DATA_DIR=--work-dir SUBWORD=--subword SPM_VOCAB=--vocab-size SPM_SAMPLE_LINES=--sample-lines \
-  WORKERS=--workers PYTHON=ODE_SEQ_VENV
 HERE="$REPO_ROOT/examples/summarization"
 # shellcheck source=recipe.sh
 source "$HERE/recipe.sh"
-
-WORK_DIR="$REPO_ROOT/work-dirs/cnndm"
-INPUT_FORMAT=stories
-CNN_STORIES=""
-DM_STORIES=""
-URL_LISTS=""
-TABLE_DIR=""
-ON_MISSING=error
+parse_options "$@" <<'EOF'
+--work-dir=DIR        WORK_DIR      -                   $REPO_ROOT/work-dirs/cnndm  # outputs WORK_DIR/{raw,spm,subword,bin}
+--input-format=F      INPUT_FORMAT  stories|table       stories  # stories (.story files + URL lists) | table (CSV/JSONL)
+--cnn-stories=DIR     CNN_STORIES                       # unpacked cnn/stories (default: WORK_DIR/input/cnn/stories)
+--dm-stories=DIR      DM_STORIES                        # unpacked dailymail/stories (default: WORK_DIR/input/dailymail/stories)
+--url-lists=DIR       URL_LISTS                         # all_train.txt all_val.txt all_test.txt (default: WORK_DIR/input/url_lists)
+--table-dir=DIR       TABLE_DIR                         # {train,validation,test}.{csv,jsonl} (default: WORK_DIR/input/cnn_dailymail)
+--on-missing=error|skip  ON_MISSING  error|skip         error    # what a story missing for a listed URL does
+--keep-bylines        KEEP_BYLINES                      # keep CNN datelines and Daily Mail headers
+--subword=sentencepiece|gpt2  SUBWORD  sentencepiece|gpt2  sentencepiece
+--vocab-size=N        VOCAB_SIZE    positive            32000    # sentencepiece vocabulary
+--sample-lines=N      SAMPLE_LINES  positive            300000   # lines sampled to train sentencepiece
+--workers=N           WORKERS       positive            $(nproc) # parallel encoder / binariser processes (default: nproc)
+EOF
 BYLINES=()
-SUBWORD=sentencepiece
-VOCAB_SIZE=32000
-SAMPLE_LINES=300000
-WORKERS="$(nproc)"
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --input-format) require_option_value "$@"; INPUT_FORMAT="$2"; shift 2 ;;
-    --cnn-stories) require_option_value "$@"; CNN_STORIES="$2"; shift 2 ;;
-    --dm-stories) require_option_value "$@"; DM_STORIES="$2"; shift 2 ;;
-    --url-lists) require_option_value "$@"; URL_LISTS="$2"; shift 2 ;;
-    --table-dir) require_option_value "$@"; TABLE_DIR="$2"; shift 2 ;;
-    --on-missing) require_option_value "$@"; ON_MISSING="$2"; shift 2 ;;
-    --keep-bylines) BYLINES=(--keep-bylines); shift ;;
-    --subword) require_option_value "$@"; SUBWORD="$2"; shift 2 ;;
-    --vocab-size) require_option_value "$@"; VOCAB_SIZE="$2"; shift 2 ;;
-    --sample-lines) require_option_value "$@"; SAMPLE_LINES="$2"; shift 2 ;;
-    --workers) require_option_value "$@"; WORKERS="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-[[ "$INPUT_FORMAT" == stories || "$INPUT_FORMAT" == table ]] \
-  || usage_error "--input-format must be stories (.story files + URL lists) or table (CSV/JSONL), \
-got $INPUT_FORMAT"
-[[ "$ON_MISSING" == error || "$ON_MISSING" == skip ]] || usage_error "--on-missing must be error or skip"
-[[ "$SUBWORD" == sentencepiece || "$SUBWORD" == gpt2 ]] \
-  || usage_error "--subword must be sentencepiece or gpt2, got $SUBWORD"
-require_positive --vocab-size "$VOCAB_SIZE"
-require_positive --sample-lines "$SAMPLE_LINES"
-require_positive --workers "$WORKERS"
+[[ "$KEEP_BYLINES" == 0 ]] || BYLINES=(--keep-bylines)
 CNN_STORIES="${CNN_STORIES:-$WORK_DIR/input/cnn/stories}"
 DM_STORIES="${DM_STORIES:-$WORK_DIR/input/dailymail/stories}"
 URL_LISTS="${URL_LISTS:-$WORK_DIR/input/url_lists}"
 TABLE_DIR="${TABLE_DIR:-$WORK_DIR/input/cnn_dailymail}"
 use_project_python
-mkdir -p "$WORK_DIR"
+lock_dir "$WORK_DIR"
 
 # 1. Extract and clean: raw/{train,valid,test}.{source,target,ids} (cnndm_extract.py writes
 #    raw.partial and renames it).

@@ -39,11 +39,7 @@ CNNDM_NO_REPEAT_NGRAM=3
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then  # executed, not sourced
   set -euo pipefail
   source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-  case "${1:-}" in
-    "") ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
+  parse_options "$@" < /dev/null
   for name in "${!CNNDM_@}"; do
     if [[ "$name" == CNNDM_ARCH_OF_METHOD ]]; then
       for method in "${!CNNDM_ARCH_OF_METHOD[@]}"; do

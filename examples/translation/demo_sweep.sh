@@ -4,11 +4,6 @@
 # the table lists updates, CPU and wall minutes, training speed and test BLEU.
 #
 # Usage: demo_sweep.sh [options]
-#   --work-dir DIR      one sub-directory per setting (default: work-dirs/demo-sweep)
-#   --settings "A B"    names from the list below (default: all)
-#   --threads N         intra-op threads per run (default: 1, so that CPU time is a fair measure
-#                       of work on a shared machine; the demo itself uses every core)
-#   --output FILE       the Markdown table (default: WORK_DIR/sweep.md)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
@@ -35,28 +30,20 @@ ORDER=(rk4_d256_v8k_b2k_lr1e-3 rk2l_d256_v4k_b2k_lr2e-3 rk2l_d128_v4k_b2k_lr2e-3
        rk2l_d128_6-6_v4k_b2k_lr2e-3 rk4_d128_v4k_b2k_lr2e-3 rk2l_d128_v4k_b2k_lr3e-3_drop0
        rk4_d128_v4k_b2k_lr3e-3_drop0)
 
-WORK_DIR="$REPO_ROOT/work-dirs/demo-sweep"
-SETTINGS="${ORDER[*]}"
-THREADS=1
-OUTPUT=""
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --settings) require_option_value "$@"; SETTINGS="$2"; shift 2 ;;
-    --threads) require_option_value "$@"; THREADS="$2"; shift 2 ;;
-    --output) require_option_value "$@"; OUTPUT="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
+parse_options "$@" <<'EOF'
+--work-dir=DIR        WORK_DIR  -         $REPO_ROOT/work-dirs/demo-sweep  # one sub-directory per setting
+--settings=NAMES      SETTINGS  -         ${ORDER[*]}         # names from the list below, in quotes: "A B" (default: all)
+--threads=N           THREADS   positive  ${OMP_THREADS:-1}   # intra-op threads per run (default: OMP_NUM_THREADS where set, else 1,
+                                                              # so that CPU time is a fair measure of work on a shared machine;
+                                                              # the demo itself uses every core)
+--output=FILE         OUTPUT                                  # the Markdown table (default: WORK_DIR/sweep.md)
+EOF
 for name in $SETTINGS; do
   [[ -n "${SETTING[$name]:-}" ]] || usage_error "unknown setting '$name'; choose from: ${ORDER[*]}"
 done
-require_positive --threads "$THREADS"
 use_project_python
 OUTPUT="${OUTPUT:-$WORK_DIR/sweep.md}"
-mkdir -p "$WORK_DIR"
+lock_dir "$WORK_DIR"
 
 for name in $SETTINGS; do
   run_dir="$WORK_DIR/$name"

@@ -5,63 +5,24 @@
 # --out-dir/run-config.txt refuses a rerun with other settings or after more training.
 #
 # Usage: evaluate.sh --data-bin DIR --checkpoint-dir DIR --ref FILE --lang LANG [options] [-- generate options]
-#   --ref FILE            detokenised references of --subset, one per line
-#   --lang LANG           target language (Moses rules for tokenised BLEU and detokenisation)
-#   --out-dir DIR         (default: CHECKPOINT_DIR/eval-SUBSET)
-#   --average-last N      average the newest N checkpoints (default: 5; 1 = checkpoint_last.pt)
-#   --checkpoint-kind K   epoch (checkpointE.pt) or update (checkpoint_E_U.pt) (default: epoch)
-#   --subset NAME         (default: test)
-#   --beam N --lenpen X   (default: 4, 0.6 as in the paper)
-#   --remove-bpe KIND     sentencepiece or subword_nmt (default: sentencepiece)
-#   --max-tokens N        generation batch size in tokens (default: 8000)
-#   --gpus N              0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
-# Anything after `--` is passed to fairseq-generate.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-
-DATA_BIN=""
-CHECKPOINT_DIR=""
-REF=""
-LANG_TGT=""
-OUT_DIR=""
-AVERAGE_LAST=5
-CHECKPOINT_KIND=epoch
-SUBSET=test
-BEAM=4
-LENPEN=0.6
-REMOVE_BPE=sentencepiece
-MAX_TOKENS=8000
-GPUS=""
-EXTRA=()
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --data-bin) require_option_value "$@"; DATA_BIN="$2"; shift 2 ;;
-    --checkpoint-dir) require_option_value "$@"; CHECKPOINT_DIR="$2"; shift 2 ;;
-    --ref) require_option_value "$@"; REF="$2"; shift 2 ;;
-    --lang) require_option_value "$@"; LANG_TGT="$2"; shift 2 ;;
-    --out-dir) require_option_value "$@"; OUT_DIR="$2"; shift 2 ;;
-    --average-last) require_option_value "$@"; AVERAGE_LAST="$2"; shift 2 ;;
-    --checkpoint-kind) require_option_value "$@"; CHECKPOINT_KIND="$2"; shift 2 ;;
-    --subset) require_option_value "$@"; SUBSET="$2"; shift 2 ;;
-    --beam) require_option_value "$@"; BEAM="$2"; shift 2 ;;
-    --lenpen) require_option_value "$@"; LENPEN="$2"; shift 2 ;;
-    --remove-bpe) require_option_value "$@"; REMOVE_BPE="$2"; shift 2 ;;
-    --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
-    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
-    --) shift; EXTRA=("$@"); break ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-[[ -n "$DATA_BIN" && -n "$CHECKPOINT_DIR" && -n "$REF" && -n "$LANG_TGT" ]] \
-  || usage_error "--data-bin, --checkpoint-dir, --ref and --lang are required (see --help)"
-[[ "$CHECKPOINT_KIND" == epoch || "$CHECKPOINT_KIND" == update ]] \
-  || usage_error "--checkpoint-kind must be epoch or update, got $CHECKPOINT_KIND"
-require_positive --average-last "$AVERAGE_LAST"
-require_positive --beam "$BEAM"
-require_positive --max-tokens "$MAX_TOKENS"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS" decoding
+parse_options "$@" <<'EOF'
+--data-bin=DIR        DATA_BIN         -              required  # binarised data (the prepare script's data-bin)
+--checkpoint-dir=DIR  CHECKPOINT_DIR   -              required  # the run's checkpoints
+--ref=FILE            REF              -              required  # detokenised references of --subset, one per line
+--lang=LANG           LANG_TGT         -              required  # target language (Moses rules for tokenised BLEU and detokenisation)
+--out-dir=DIR         OUT_DIR                                   # (default: CHECKPOINT_DIR/eval-SUBSET)
+--average-last=N      AVERAGE_LAST     positive       5         # average the newest N checkpoints (1 = checkpoint_last.pt)
+--checkpoint-kind=K   CHECKPOINT_KIND  epoch|update   epoch     # epoch (checkpointE.pt) or update (checkpoint_E_U.pt)
+--subset=NAME         SUBSET           -              test      #
+--beam=N              BEAM             positive       4         # beam size, as in the paper
+--lenpen=X            LENPEN           number         0.6       # length penalty, as in the paper
+--remove-bpe=KIND     REMOVE_BPE       sentencepiece|subword_nmt  sentencepiece  # sentencepiece or subword_nmt
+--max-tokens=N        MAX_TOKENS       positive       8000      # generation batch size in tokens
+--gpus=N              GPUS             decoding-gpus            # 0 = decode on the CPU, 1 = on a GPU (default: 1 if CUDA is visible, else 0)
+--=OPTIONS            EXTRA[]                                   # passed to fairseq-generate
+EOF
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 DEVICE=()
@@ -71,6 +32,7 @@ require_file "$REF" "pass the detokenised references of subset '$SUBSET' with --
 OUT_DIR="${OUT_DIR:-$CHECKPOINT_DIR/eval-$SUBSET}"
 [[ -s "$OUT_DIR/averaged.pt" ]] \
   || require_file "$CHECKPOINT_DIR/checkpoint_last.pt" "train a model into $CHECKPOINT_DIR first"
+lock_dir "$OUT_DIR"
 # Outputs made with other settings or from an earlier state of the run are never reused. Once the
 # run's checkpoints are deleted, averaged.pt is the model, whatever averaged it.
 DATA_ID="$(data_bin_id "$DATA_BIN" "$SUBSET")"

@@ -9,63 +9,34 @@
 #
 # Usage: prepare_parallel.sh --train PREFIX --valid PREFIX --test PREFIX --src L --tgt L
 #                            --work-dir DIR [options]
-#   --train/--valid/--test PREFIX   raw, detokenised files PREFIX.L for both languages
-#   --subword bpe|sentencepiece     (default: bpe)
-#   --vocab-size N        BPE merges or SentencePiece vocabulary (default: 32000)
-#   --bpe-codes FILE      apply these BPE codes instead of learning them (subword bpe only)
-#   --max-len N --ratio R training pair filter (default: 250, 1.5)
-#   --workers N           (default: nproc)
 # Result: DIR/data-bin, DIR/raw/test.TGT (references for scoring), DIR/bpe.codes or DIR/spm.model.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
-
-TRAIN=""
-VALID=""
-TEST=""
-SRC=""
-TGT=""
-WORK_DIR=""
-SUBWORD=bpe
-VOCAB_SIZE=32000
-BPE_CODES=""
-MAX_LEN=250
-RATIO=1.5
-WORKERS="$(nproc)"
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --train) require_option_value "$@"; TRAIN="$2"; shift 2 ;;
-    --valid) require_option_value "$@"; VALID="$2"; shift 2 ;;
-    --test) require_option_value "$@"; TEST="$2"; shift 2 ;;
-    --src) require_option_value "$@"; SRC="$2"; shift 2 ;;
-    --tgt) require_option_value "$@"; TGT="$2"; shift 2 ;;
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --subword) require_option_value "$@"; SUBWORD="$2"; shift 2 ;;
-    --vocab-size) require_option_value "$@"; VOCAB_SIZE="$2"; shift 2 ;;
-    --bpe-codes) require_option_value "$@"; BPE_CODES="$2"; shift 2 ;;
-    --max-len) require_option_value "$@"; MAX_LEN="$2"; shift 2 ;;
-    --ratio) require_option_value "$@"; RATIO="$2"; shift 2 ;;
-    --workers) require_option_value "$@"; WORKERS="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-[[ -n "$TRAIN" && -n "$VALID" && -n "$TEST" && -n "$SRC" && -n "$TGT" && -n "$WORK_DIR" ]] \
-  || usage_error "--train, --valid, --test, --src, --tgt and --work-dir are required (see --help)"
-[[ "$SUBWORD" == bpe || "$SUBWORD" == sentencepiece ]] || usage_error "--subword must be bpe or sentencepiece"
+parse_options "$@" <<'EOF'
+--train=PREFIX        TRAIN       -                      required  # raw, detokenised files PREFIX.L for both languages
+--valid=PREFIX        VALID       -                      required  # likewise
+--test=PREFIX         TEST        -                      required  # likewise
+--src=L               SRC         -                      required  # source language
+--tgt=L               TGT         -                      required  # target language
+--work-dir=DIR        WORK_DIR    -                      required  # outputs
+--subword=KIND        SUBWORD     bpe|sentencepiece      bpe       # bpe or sentencepiece
+--vocab-size=N        VOCAB_SIZE  positive               32000     # BPE merges or SentencePiece vocabulary
+--bpe-codes=FILE      BPE_CODES                                    # apply these BPE codes instead of learning them (subword bpe only)
+--max-len=N           MAX_LEN     positive               250       # training pair filter: at most N subwords a side
+--ratio=R             RATIO       number                 1.5       # training pair filter: length ratio at most R
+--workers=N           WORKERS     positive               $(nproc)  # (default: nproc)
+EOF
 [[ -z "$BPE_CODES" || "$SUBWORD" == bpe ]] || usage_error "--bpe-codes needs --subword bpe"
 [[ -z "$BPE_CODES" || -s "$BPE_CODES" ]] || die "BPE codes file $BPE_CODES is missing or empty"
 # Absolute paths, so that the recorded settings do not depend on the directory the script ran from.
 TRAIN="$(realpath -m -- "$TRAIN")" VALID="$(realpath -m -- "$VALID")" TEST="$(realpath -m -- "$TEST")"
 WORK_DIR="$(realpath -m -- "$WORK_DIR")"
 [[ -z "$BPE_CODES" ]] || BPE_CODES="$(realpath -m -- "$BPE_CODES")"
-require_positive --vocab-size "$VOCAB_SIZE"
-require_positive --max-len "$MAX_LEN"
-require_positive --workers "$WORKERS"
 use_project_python
 require_command sacremoses "pip install sacremoses"
 [[ "$SUBWORD" == sentencepiece ]] || require_command subword-nmt "pip install subword-nmt"
+lock_dir "$WORK_DIR"
 
 declare -A PREFIX=([train]="$TRAIN" [valid]="$VALID" [test]="$TEST")
 

@@ -9,35 +9,17 @@
 # Every stage is skipped when its output exists; rerunning after a failure resumes.
 #
 # Usage: prepare_wmt14.sh [options]
-#   --pair en-de|en-fr    (default: en-de)
-#   --work-dir DIR        (default: work-dirs/wmt14-PAIR under the repo root)
-#   --download-dir DIR    archives, reusable across pairs (default: work-dirs/wmt14-downloads)
-#   --subword bpe|sentencepiece   (default: bpe)
-#   --vocab-size N        merges or pieces (default: 32000 En-De, 40000 En-Fr)
-#   --workers N           (default: nproc)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
-
-PAIR=en-de
-WORK_DIR=""
-DOWNLOAD_DIR="$REPO_ROOT/work-dirs/wmt14-downloads"
-SUBWORD=bpe
-VOCAB_SIZE=""
-WORKERS="$(nproc)"
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --pair) require_option_value "$@"; PAIR="$2"; shift 2 ;;
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --download-dir) require_option_value "$@"; DOWNLOAD_DIR="$2"; shift 2 ;;
-    --subword) require_option_value "$@"; SUBWORD="$2"; shift 2 ;;
-    --vocab-size) require_option_value "$@"; VOCAB_SIZE="$2"; shift 2 ;;
-    --workers) require_option_value "$@"; WORKERS="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
+parse_options "$@" <<'EOF'
+--pair=en-de|en-fr    PAIR          en-de|en-fr        en-de   # the language pair
+--work-dir=DIR        WORK_DIR                                 # (default: work-dirs/wmt14-PAIR under the repo root)
+--download-dir=DIR    DOWNLOAD_DIR  -                  $REPO_ROOT/work-dirs/wmt14-downloads  # archives, reusable across pairs
+--subword=KIND        SUBWORD       bpe|sentencepiece  bpe     # bpe or sentencepiece
+--vocab-size=N        VOCAB_SIZE    positive                   # merges or pieces (default: 32000 En-De, 40000 En-Fr)
+--workers=N           WORKERS       positive           $(nproc)  # (default: nproc)
+EOF
 
 # Archives: name, URL, size in bytes and checksum ("-" where no published value is known; such
 # files are checked by listing the archive, and their SHA-256 is recorded in DOWNLOAD_DIR/SHA256SUMS
@@ -68,18 +50,15 @@ case "$PAIR" in
              un:un/undoc.2000.fr-en nc-v9:training/news-commentary-v9.fr-en
              giga-fren:giga-fren.release2.fixed)
     TEST_SGM=(test-full/newstest2014-fren-src.en.sgm test-full/newstest2014-fren-ref.fr.sgm) ;;
-  *) usage_error "--pair must be en-de or en-fr, got $PAIR" ;;
 esac
 SRC=en
 VALID_SGM=(test/newstest2013-src.en.sgm "test/newstest2013-src.$TGT.sgm")
 WORK_DIR="${WORK_DIR:-$REPO_ROOT/work-dirs/wmt14-$PAIR}"
 VOCAB_SIZE="${VOCAB_SIZE:-$DEFAULT_VOCAB}"
-[[ "$SUBWORD" == bpe || "$SUBWORD" == sentencepiece ]] || usage_error "--subword must be bpe or sentencepiece"
-require_positive --vocab-size "$VOCAB_SIZE"
-require_positive --workers "$WORKERS"
 use_project_python
 require_command curl "install curl"
-mkdir -p "$DOWNLOAD_DIR" "$WORK_DIR"
+lock_dir "$WORK_DIR"
+lock_dir "$DOWNLOAD_DIR"  # shared by the pairs: one download at a time
 
 archive_field() {  # archive_field NAME COLUMN (1 name, 2 url, 3 bytes, 4 checksum)
   awk -v name="$1" -v col="$2" '$1 == name { print $col }' <<< "$DOWNLOADS"

@@ -9,28 +9,10 @@
 # first seed, training only): the peak lr over --tune-lrs at --warmup, then the warmup over
 # --tune-warmups at the best lr; the comparison then trains every seed with each configuration's
 # best setting (the tuning run of the first seed is reused).
-# Runs go in parallel, one thread each; finished stages are reused when the study is rerun, so an
-# interrupted study resumes with the same command.
+# Runs go in parallel (--jobs), one thread each unless OMP_NUM_THREADS says otherwise; finished
+# stages are reused when the study is rerun, so an interrupted study resumes with the same command.
 #
 # Usage: quality_study.sh [options]
-#   --work-dir DIR        (default: work-dirs/quality-study)
-#   --configs "A B ..."   of residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6 (default: all four)
-#   --seeds "1 2 3"       (default: 1 2 3)
-#   --max-update N        updates per run (default: 800)
-#   --max-tokens N        tokens per batch (default: 2048)
-#   --lr LR --warmup N    inverse_sqrt peak and warmup (default: 2e-3, 300)
-#   --tune                tune lr and warmup per configuration first (see above)
-#   --tune-lrs "A B ..."  peak learning rates tried at --warmup (default: 1e-3 2e-3 4e-3 8e-3)
-#   --tune-warmups "N ..."  warmups tried at the best of them (default: 150 600)
-#   --embed-dim D         model width; FFN 4·D, D/32 heads (default: 128)
-#   --save-interval-updates K   checkpoint spacing; the newest 5 are averaged (default: 50)
-#   --train-pairs N --valid-pairs N --test-pairs N --vocab-size N --workers N   for prepare_bible.sh
-#                         (default: the whole corpus, a vocabulary of 4000)
-#   --jobs N              runs at a time, one intra-op thread each (default: nproc)
-#   --gpus N              0 = train on the CPU, N > 1 = data-parallel on N GPUs, for every run
-#                         (default: 1 if CUDA is visible, else 0)
-#   --output FILE         the Markdown table (default: WORK_DIR/results.md, with --tune
-#                         WORK_DIR/results-tuned.md; the tuning table is WORK_DIR/tuning.md)
 # Layout: every run is WORK_DIR/grid/CONFIG/lrLR-warmupN/seedS; WORK_DIR/runs/CONFIG (one recipe)
 # and WORK_DIR/tuned/CONFIG (tuned) link to the setting each table reports.
 set -euo pipefail
@@ -47,67 +29,41 @@ declare -A CONFIG_ENCODER_LAYERS=([residual_6_6]=6 [rk2_learned_6_6]=6 [rk4_6_6]
 # Most expensive configuration first: the short runs fill the gaps at the end of each phase.
 CONFIG_ORDER="residual_24_6 rk4_6_6 rk2_learned_6_6 residual_6_6"
 
-WORK_DIR="$REPO_ROOT/work-dirs/quality-study"
-CONFIGS="residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6"
-SEEDS="1 2 3"
-MAX_UPDATE=800
-MAX_TOKENS=2048
-LR=2e-3
-WARMUP=300
-TUNE=0
-TUNE_LRS="1e-3 2e-3 4e-3 8e-3"
-TUNE_WARMUPS="150 600"
-EMBED_DIM=128
-SAVE_INTERVAL=50
-PREPARE_ARGS=(--vocab-size 4000)
-JOBS="$(nproc)"
-GPUS=""
-OUTPUT=""
-RUN=()
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --configs) require_option_value "$@"; CONFIGS="$2"; shift 2 ;;
-    --seeds) require_option_value "$@"; SEEDS="$2"; shift 2 ;;
-    --max-update) require_option_value "$@"; MAX_UPDATE="$2"; shift 2 ;;
-    --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
-    --lr) require_option_value "$@"; LR="$2"; shift 2 ;;
-    --warmup) require_option_value "$@"; WARMUP="$2"; shift 2 ;;
-    --tune) TUNE=1; shift ;;
-    --tune-lrs) require_option_value "$@"; TUNE_LRS="$2"; shift 2 ;;
-    --tune-warmups) require_option_value "$@"; TUNE_WARMUPS="$2"; shift 2 ;;
-    --embed-dim) require_option_value "$@"; EMBED_DIM="$2"; shift 2 ;;
-    --save-interval-updates) require_option_value "$@"; SAVE_INTERVAL="$2"; shift 2 ;;
-    --train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers)
-      require_option_value "$@"; PREPARE_ARGS+=("$1" "$2"); shift 2 ;;
-    --jobs) require_option_value "$@"; JOBS="$2"; shift 2 ;;
-    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
-    --output) require_option_value "$@"; OUTPUT="$2"; shift 2 ;;
-    --run) [[ $# -ge 6 ]] || usage_error "--run needs CONFIG SEED LR WARMUP STAGES"; RUN=("$2" "$3" "$4" "$5" "$6"); shift 6 ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
+parse_options "$@" <<'EOF'
+--work-dir=DIR        WORK_DIR       -          $REPO_ROOT/work-dirs/quality-study
+--configs=LIST        CONFIGS        -          residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6  # in quotes, of
+                                                # residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6 (default: all four)
+--seeds=LIST          SEEDS          positives  1 2 3     # in quotes: "1 2 3"
+--max-update=N        MAX_UPDATE     positive   800       # updates per run
+--max-tokens=N        MAX_TOKENS     positive   2048      # tokens per batch
+--lr=LR               LR             number     2e-3      # inverse_sqrt peak
+--warmup=N            WARMUP         positive   300       # its warmup
+--tune                TUNE                                # tune lr and warmup per configuration first (see above)
+--tune-lrs=LIST       TUNE_LRS       numbers    1e-3 2e-3 4e-3 8e-3  # peak learning rates tried at --warmup
+--tune-warmups=LIST   TUNE_WARMUPS   positives  150 600   # warmups tried at the best of them
+--embed-dim=D         EMBED_DIM      positive   128       # model width; FFN 4·D, D/32 heads
+--save-interval-updates=K  SAVE_INTERVAL  positive  50    # checkpoint spacing; the newest 5 are averaged
+--train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers=N  PREPARE_ARGS[]  forward  --vocab-size 4000
+                                                # for prepare_bible.sh
+--jobs=N              JOBS           positive   $(nproc)  # runs at a time, each with OMP_NUM_THREADS intra-op threads, 1 where that is
+                                                          # unset (default: nproc)
+--gpus=N              GPUS           gpus                 # 0 = train on the CPU, N > 1 = data-parallel on N GPUs, for every run
+                                                          # (default: 1 if CUDA is visible, else 0)
+--output=FILE         OUTPUT                              # the Markdown table (default: WORK_DIR/results.md, with --tune
+                                                          # WORK_DIR/results-tuned.md; the tuning table is WORK_DIR/tuning.md)
+--run=RUN             RUN                                 # one run of the study, "CONFIG SEED LR WARMUP STAGES" (the study runs them)
+EOF
 for config in $CONFIGS; do
   [[ -n "${CONFIG_ARCH[$config]:-}" ]] \
     || usage_error "unknown configuration '$config'; choose from: ${!CONFIG_ARCH[*]}"
 done
-for value in "$MAX_UPDATE" "$MAX_TOKENS" "$WARMUP" "$EMBED_DIM" "$SAVE_INTERVAL" "$JOBS" $SEEDS $TUNE_WARMUPS; do
-  [[ "$value" =~ ^[1-9][0-9]*$ ]] \
-    || usage_error "sizes, counts, warmups and seeds must be positive whole numbers, got '$value'"
-done
-for value in "$LR" $TUNE_LRS; do
-  [[ "$value" =~ ^[0-9.]+(e-?[0-9]+)?$ ]] || usage_error "learning rates must be numbers such as 2e-3, got '$value'"
-done
-[[ -n "$SEEDS" ]] || usage_error "--seeds needs at least one seed"
 (( MAX_UPDATE >= 5 * SAVE_INTERVAL )) || usage_error "--max-update $MAX_UPDATE saves fewer than the 5 \
 checkpoints that are averaged; give at least 5 × --save-interval-updates ($SAVE_INTERVAL) updates"
 (( EMBED_DIM % 32 == 0 )) \
   || usage_error "--embed-dim must be a multiple of 32 (one head per 32 dimensions), got $EMBED_DIM"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS"
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
+lock_dir "$WORK_DIR"
 
 recipe() {  # recipe LR WARMUP — the settings line a run directory records
   echo "max_update=$MAX_UPDATE max_tokens=$MAX_TOKENS lr=$1 warmup=$2 embed_dim=$EMBED_DIM"
@@ -122,7 +78,7 @@ run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all a
   local save_dir
   save_dir="$(setting_dir "$config" "$lr" "$warmup")/seed$seed"
   check_run_config "$save_dir" "$(recipe "$lr" "$warmup")"
-  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$HERE/train_bible.sh" --data-bin "$WORK_DIR/data-bin" \
+  "$HERE/train_bible.sh" --data-bin "$WORK_DIR/data-bin" \
     --save-dir "$save_dir" --arch "${CONFIG_ARCH[$config]}" --minutes 0 --max-update "$MAX_UPDATE" \
     --max-tokens "$MAX_TOKENS" --lr "$lr" --warmup "$warmup" --seed "$seed" \
     --save-interval-updates "$SAVE_INTERVAL" --gpus "$GPUS" \
@@ -132,20 +88,21 @@ run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all a
     --encoder-attention-heads "$((EMBED_DIM / 32))" --decoder-attention-heads "$((EMBED_DIM / 32))" \
     > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
   if [[ "$stages" == all ]]; then
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$HERE/evaluate.sh" --data-bin "$WORK_DIR/data-bin" \
-      --checkpoint-dir "$save_dir" --ref "$WORK_DIR/raw/test.es" --lang es --gpus "$(( GPUS > 0 ))" \
-      --average-last 5 --checkpoint-kind update -- --max-len-a 1.5 --max-len-b 10 > /dev/null
+    bible_test_scores "$WORK_DIR" "$save_dir" "$GPUS" -- --max-len-a 1.5 --max-len-b 10
   fi
   log "finished $config seed $seed (lr $lr, warmup $warmup)"
 }
 
-if [[ ${#RUN[@]} -gt 0 ]]; then
-  run_one "${RUN[@]}"
+if [[ -n "$RUN" ]]; then
+  # One run: OMP_NUM_THREADS intra-op threads where it is set, else one (--jobs run at a time).
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-${OMP_THREADS:-1}}"
+  read -r -a run <<< "$RUN"
+  run_one "${run[@]}"
   exit 0
 fi
 
 run_all() {  # lines "CONFIG SEED LR WARMUP STAGES" on standard input, run --jobs at a time
-  xargs -P "$JOBS" -n 5 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDATE" \
+  xargs -P "$JOBS" -d '\n' -n 1 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDATE" \
     --max-tokens "$MAX_TOKENS" --embed-dim "$EMBED_DIM" --save-interval-updates "$SAVE_INTERVAL" \
     --gpus "$GPUS" --run \
     || die "some runs failed (messages above); rerun to resume"

@@ -6,20 +6,6 @@
 # and the progress lines say how much is left. Reruns reuse every finished stage in --work-dir.
 #
 # Usage: run_bible_demo.sh [options] [-- extra fairseq-train options]
-#   --work-dir DIR        (default: work-dirs/bible-en-es)
-#   --arch NAME           (default: the demo's setting below); every model is trained at the
-#                         demo's width (d = 128, FFN 512) unless the extra options set another
-#   --gpus N              0 = train on the CPU, N > 1 = data-parallel on N GPUs
-#                         (default: 1 if CUDA is visible, else 0)
-#   --compare             also train the residual baseline (ode_transformer_euler_small) with the
-#                         same recipe and update budget, and report both
-#   --max-update N        updates per model (default: the demo's setting)
-#   --max-tokens N --lr LR --warmup N --dropout P --seed N   the recipe (default: the demo's)
-#   --save-interval-updates N   checkpoint spacing; the newest 5 are averaged (default: max-update/10)
-#   --keep-checkpoints    keep the training checkpoints (default: once the averaged model is
-#                         scored, only it is kept, with the data and the logs)
-#   --max-len-a A --max-len-b B   translations stop at A·source length + B tokens (default: 1.5, 10)
-#   --train-pairs N --valid-pairs N --test-pairs N --vocab-size N --workers N   for prepare_bible.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
@@ -40,50 +26,33 @@ DEMO_DROPOUT=0
 DEMO_VOCAB_SIZE=4000
 EXPECTED_UPS=1.5
 
-WORK_DIR="$REPO_ROOT/work-dirs/bible-en-es"
-ARCHS=("$DEMO_ARCH")
-GPUS=""
 BASELINE=ode_transformer_euler_small
-MAX_UPDATE=$DEMO_MAX_UPDATE
-MAX_TOKENS=$DEMO_MAX_TOKENS
-LR=$DEMO_LR
-WARMUP=$DEMO_WARMUP
-DROPOUT=$DEMO_DROPOUT
-SEED=1
-SAVE_INTERVAL_UPDATES=""
-KEEP_CHECKPOINTS=0
-MAX_LEN_A=1.5
-MAX_LEN_B=10
-PREPARE_ARGS=(--vocab-size "$DEMO_VOCAB_SIZE")
-TRAIN_EXTRA=()
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --arch) require_option_value "$@"; ARCHS[0]="$2"; shift 2 ;;
-    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
-    --compare) ARCHS+=("$BASELINE"); shift ;;
-    --max-update) require_option_value "$@"; MAX_UPDATE="$2"; shift 2 ;;
-    --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
-    --lr) require_option_value "$@"; LR="$2"; shift 2 ;;
-    --warmup) require_option_value "$@"; WARMUP="$2"; shift 2 ;;
-    --dropout) require_option_value "$@"; DROPOUT="$2"; shift 2 ;;
-    --seed) require_option_value "$@"; SEED="$2"; shift 2 ;;
-    --save-interval-updates) require_option_value "$@"; SAVE_INTERVAL_UPDATES="$2"; shift 2 ;;
-    --keep-checkpoints) KEEP_CHECKPOINTS=1; shift ;;
-    --max-len-a) require_option_value "$@"; MAX_LEN_A="$2"; shift 2 ;;
-    --max-len-b) require_option_value "$@"; MAX_LEN_B="$2"; shift 2 ;;
-    --train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers)
-      require_option_value "$@"; PREPARE_ARGS+=("$1" "$2"); shift 2 ;;
-    --) shift; TRAIN_EXTRA=("$@"); break ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-require_positive --max-update "$MAX_UPDATE"
+parse_options "$@" <<'EOF'
+--work-dir=DIR        WORK_DIR     -         $REPO_ROOT/work-dirs/bible-en-es
+--arch=NAME           ARCH         -         $DEMO_ARCH  # every model is trained at the demo's width (d = 128, FFN 512)
+                                                         # unless the extra options set another
+--gpus=N              GPUS         gpus                  # 0 = train on the CPU, N > 1 = data-parallel on N GPUs
+                                                         # (default: 1 if CUDA is visible, else 0)
+--compare             COMPARE                            # also train the residual baseline (ode_transformer_euler_small) with the
+                                                         # same recipe and update budget, and report both
+--max-update=N        MAX_UPDATE   positive  $DEMO_MAX_UPDATE  # updates per model
+--max-tokens=N        MAX_TOKENS   positive  $DEMO_MAX_TOKENS  # tokens per batch
+--lr=LR               LR           number    $DEMO_LR          # peak learning rate
+--warmup=N            WARMUP       whole     $DEMO_WARMUP      # warmup updates
+--dropout=P           DROPOUT      number    $DEMO_DROPOUT     # dropout
+--seed=N              SEED         whole     1                 # the seed of the recipe
+--save-interval-updates=N  SAVE_INTERVAL_UPDATES  positive  # checkpoint spacing; the newest 5 are averaged (default: max-update/10)
+--keep-checkpoints    KEEP_CHECKPOINTS                   # keep the training checkpoints (default: once the averaged model is
+                                                         # scored, only it is kept, with the data and the logs)
+--max-len-a=A         MAX_LEN_A    number    1.5         # translations stop at A·source length + B tokens
+--max-len-b=B         MAX_LEN_B    whole     10
+--train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers=N  PREPARE_ARGS[]  forward  --vocab-size $DEMO_VOCAB_SIZE
+                                                         # for prepare_bible.sh
+--=OPTIONS            TRAIN_EXTRA[]                      # extra fairseq-train options
+EOF
+ARCHS=("$ARCH")
+[[ "$COMPARE" -eq 0 ]] || ARCHS+=("$BASELINE")
 SAVE_INTERVAL_UPDATES="${SAVE_INTERVAL_UPDATES:-$(( MAX_UPDATE >= 10 ? MAX_UPDATE / 10 : 1 ))}"
-require_positive --save-interval-updates "$SAVE_INTERVAL_UPDATES"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS"
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 RECIPE="$MAX_UPDATE updates of $MAX_TOKENS tokens, lr $LR, warmup $WARMUP, dropout $DROPOUT, seed $SEED"
@@ -94,8 +63,8 @@ demo_setting() {  # demo_setting ARCH — true when ARCH is trained exactly as m
      && " ${PREPARE_ARGS[*]} " != *" --train-pairs "* && "$GPUS" -eq 0 ]]
 }
 
+lock_dir "$WORK_DIR"
 log "prepare the corpus (a few seconds; the whole log: $WORK_DIR/prepare.log)"
-mkdir -p "$WORK_DIR"
 "$HERE/prepare_bible.sh" --work-dir "$WORK_DIR" "${PREPARE_ARGS[@]}" 2>> "$WORK_DIR/prepare.log" \
   || die "preparing the corpus failed; see $WORK_DIR/prepare.log"
 
@@ -108,16 +77,8 @@ for arch in "${ARCHS[@]}"; do
     --minutes 0 --max-update "$MAX_UPDATE" --max-tokens "$MAX_TOKENS" --lr "$LR" --warmup "$WARMUP" \
     --seed "$SEED" --gpus "$GPUS" --save-interval-updates "$SAVE_INTERVAL_UPDATES" "${expected[@]}" \
     -- "${DEMO_WIDTH[@]}" --dropout "$DROPOUT" "${TRAIN_EXTRA[@]}"
-  saved="$(find "$save_dir" -maxdepth 1 -name 'checkpoint_*_*.pt' | wc -l)"
-  if [[ "$saved" -ge 2 ]]; then
-    average=(--average-last "$((saved < 5 ? saved : 5))" --checkpoint-kind update)
-  else
-    average=(--average-last 1)
-  fi
   log "translate the test set with $arch (beam 4)"
-  "$HERE/evaluate.sh" --data-bin "$WORK_DIR/data-bin" --checkpoint-dir "$save_dir" \
-    --gpus "$(( GPUS > 0 ))" --ref "$WORK_DIR/raw/test.es" --lang es "${average[@]}" \
-    -- --max-len-a "$MAX_LEN_A" --max-len-b "$MAX_LEN_B" > /dev/null
+  bible_test_scores "$WORK_DIR" "$save_dir" "$GPUS" -- --max-len-a "$MAX_LEN_A" --max-len-b "$MAX_LEN_B"
   if [[ "$KEEP_CHECKPOINTS" -eq 0 ]]; then
     find "$save_dir" -maxdepth 1 -name 'checkpoint*.pt' -delete
   fi

@@ -10,7 +10,6 @@
 # fairseq-generate skipped) exits with status 2 and writes nothing.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-refuse_environment PYTHON=ODE_SEQ_VENV
 
 [[ "${1:-}" == -h || "${1:-}" == --help ]] && { usage; exit 0; }
 use_project_python

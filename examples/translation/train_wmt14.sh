@@ -6,21 +6,6 @@
 # fairseq resumes from SAVE_DIR/checkpoint_last.pt; SAVE_DIR/train.done marks a finished run.
 #
 # Usage: train_wmt14.sh --recipe NAME [options] [-- extra fairseq-train options]
-#   --recipe NAME     base-residual | base-rk2-learned | base-rk4 | big-residual |
-#                     big-rk2-learned | big-e12-residual-rpr | big-e12-rk2-learned-rpr
-#   --pair en-de|en-fr     selects the paper's update-freq (default: en-de)
-#   --work-dir DIR         prepare_wmt14.sh's work dir (default: work-dirs/wmt14-PAIR)
-#   --data-bin DIR         (default: WORK_DIR/data-bin)
-#   --save-dir DIR         (default: WORK_DIR/checkpoints/RECIPE)
-#   --arch NAME            (default: the recipe's architecture)
-#   --gpus N               0 = train on the CPU, N > 1 = data-parallel on N GPUs
-#                          (default: 1 if CUDA is visible, else 0; the paper used 8)
-#   --max-tokens N         tokens per GPU per batch (default: 4096)
-#   --update-freq N        override the computed value (changes the effective batch)
-#   --max-epoch N          (default: the recipe's)
-#   --max-update N         stop after N updates (default: 0, no limit)
-#   --no-fp16              train in fp32 (always so on the CPU)
-#   --dry-run              print the fairseq-train command and exit
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
@@ -50,49 +35,24 @@ declare -A RECIPE_ARCH=(
   [big-e12-rk2-learned-rpr]=ode_transformer_rk2_learned_rpr_wmt_en_de_big_e12
 )
 
-RECIPE=""
-PAIR=en-de
-WORK_DIR=""
-DATA_BIN=""
-SAVE_DIR=""
-ARCH=""
-GPUS=""
-MAX_UPDATE=0
-MAX_TOKENS=4096
-UPDATE_FREQ=""
-MAX_EPOCH="$MAX_EPOCH_DEFAULT"
-FP16=fp16
-DRY_RUN=0
-EXTRA=()
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --recipe) require_option_value "$@"; RECIPE="$2"; shift 2 ;;
-    --pair) require_option_value "$@"; PAIR="$2"; shift 2 ;;
-    --work-dir) require_option_value "$@"; WORK_DIR="$2"; shift 2 ;;
-    --data-bin) require_option_value "$@"; DATA_BIN="$2"; shift 2 ;;
-    --save-dir) require_option_value "$@"; SAVE_DIR="$2"; shift 2 ;;
-    --arch) require_option_value "$@"; ARCH="$2"; shift 2 ;;
-    --gpus) require_option_value "$@"; GPUS="$2"; shift 2 ;;
-    --max-tokens) require_option_value "$@"; MAX_TOKENS="$2"; shift 2 ;;
-    --update-freq) require_option_value "$@"; UPDATE_FREQ="$2"; shift 2 ;;
-    --max-epoch) require_option_value "$@"; MAX_EPOCH="$2"; shift 2 ;;
-    --max-update) require_option_value "$@"; MAX_UPDATE="$2"; shift 2 ;;
-    --no-fp16) FP16=""; shift ;;
-    --dry-run) DRY_RUN=1; shift ;;
-    --) shift; EXTRA=("$@"); break ;;
-    -h|--help) usage; exit 0 ;;
-    *) unknown_option "$1" ;;
-  esac
-done
-[[ -n "$RECIPE" && -n "${RECIPE_ARCH[$RECIPE]:-}" ]] \
-  || usage_error "--recipe must be one of: ${!RECIPE_ARCH[*]}"
-[[ -n "${PAPER_UPDATE_FREQ[$PAIR]:-}" ]] || usage_error "--pair must be en-de or en-fr, got $PAIR"
-require_positive --max-tokens "$MAX_TOKENS"
-require_positive --max-epoch "$MAX_EPOCH"
-require_whole --max-update "$MAX_UPDATE"
-[[ -z "$UPDATE_FREQ" ]] || require_positive --update-freq "$UPDATE_FREQ"
-[[ -z "$GPUS" ]] || require_gpus "$GPUS"
+parse_options "$@" <<'EOF'
+--recipe=NAME         RECIPE       keys:RECIPE_ARCH  required  # base-residual | base-rk2-learned | base-rk4 | big-residual |
+                                                               # big-rk2-learned | big-e12-residual-rpr | big-e12-rk2-learned-rpr
+--pair=en-de|en-fr    PAIR         en-de|en-fr   en-de         # selects the paper's update-freq
+--work-dir=DIR        WORK_DIR                                 # prepare_wmt14.sh's work dir (default: work-dirs/wmt14-PAIR)
+--data-bin=DIR        DATA_BIN                                 # (default: WORK_DIR/data-bin)
+--save-dir=DIR        SAVE_DIR                                 # (default: WORK_DIR/checkpoints/RECIPE)
+--arch=NAME           ARCH                                     # (default: the recipe's architecture)
+--gpus=N              GPUS         gpus                        # 0 = train on the CPU, N > 1 = data-parallel on N GPUs
+                                                               # (default: 1 if CUDA is visible, else 0; the paper used 8)
+--max-tokens=N        MAX_TOKENS   positive      4096          # tokens per GPU per batch
+--update-freq=N       UPDATE_FREQ  positive                    # override the computed value (changes the effective batch)
+--max-epoch=N         MAX_EPOCH    positive      $MAX_EPOCH_DEFAULT  # (default: the recipe's)
+--max-update=N        MAX_UPDATE   whole         0             # stop after N updates (default: 0, no limit)
+--no-fp16             NO_FP16                                  # train in fp32 (always so on the CPU)
+--dry-run             DRY_RUN                                  # print the fairseq-train command and exit
+--=OPTIONS            EXTRA[]                                  # extra fairseq-train options
+EOF
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 WORK_DIR="${WORK_DIR:-$REPO_ROOT/work-dirs/wmt14-$PAIR}"
@@ -115,7 +75,7 @@ COMMAND=(fairseq-train "$DATA_BIN" --user-dir "$REPO_ROOT/user_dir" --arch "$ARC
   --optimizer adam --adam-betas "$ADAM_BETAS" --clip-norm 0.0
   --lr "$LR" --lr-scheduler inverse_sqrt --warmup-updates "$WARMUP" --warmup-init-lr "$WARMUP_INIT_LR"
   --criterion label_smoothed_cross_entropy --label-smoothing "$LABEL_SMOOTHING"
-  --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" $(train_device_options "$GPUS" "$FP16")
+  --max-tokens "$MAX_TOKENS" --update-freq "$UPDATE_FREQ" $(train_device_options "$GPUS" "$((1 - NO_FP16))")
   --max-epoch "$MAX_EPOCH" --max-update "$MAX_UPDATE" --keep-last-epochs 5 --save-dir "$SAVE_DIR"
   --log-format simple --log-interval 100 "${EXTRA[@]}")
 if [[ "$DRY_RUN" -eq 1 ]]; then
@@ -124,5 +84,6 @@ if [[ "$DRY_RUN" -eq 1 ]]; then
   exit 0
 fi
 require_file "$DATA_BIN/dict.en.txt" "run examples/translation/prepare_wmt14.sh first"
+lock_dir "$SAVE_DIR"
 run_stage "$SAVE_DIR/train.done" "training $RECIPE" || exit 0
 run_training "$SAVE_DIR" "${COMMAND[@]}"

@@ -1,7 +1,9 @@
 """The pipeline contract of every entry script under examples/ (see examples/lib.sh): `--help`
-prints the usage and exits 0; an unknown option, or an old environment-variable interface, is a
-usage error (exit 2) naming the fix; the scripts run in the project's virtual environment or say
-how to make one; and every command line in the examples' READMEs uses only options its script has.
+prints the usage and exits 0; an unknown option, or an obsolete ODE_SEQ_* variable, is a usage
+error (exit 2) naming the fix; no generic environment name (PYTHON, ARCH, CPU, BEAM, …) changes what
+a script does, and OMP_NUM_THREADS is honoured; the scripts run in the project's virtual environment
+or say how to make one; and every command line in the examples' READMEs uses only options its script
+has.
 """
 
 from __future__ import annotations
@@ -43,22 +45,11 @@ SCRIPTS = [
 ]
 # Arguments a script needs before it reaches an unknown option (score.sh hands all to argparse).
 REQUIRED: Dict[str, List[str]] = {"translation/score.sh": ["--hyp", "h", "--ref", "r", "--lang", "es"]}
-# An old environment-variable interface of each pipeline and what replaced it.
+# The obsolete ODE_SEQ_* settings and what replaced them: still refused, with the fix.
 OLD_VARIABLES = [
     ("translation/run_bible_demo.sh", "ODE_SEQ_ARCH", "--arch"),
     ("translation/train_bible.sh", "ODE_SEQ_ARCH", "--arch"),
     ("translation/quality_study.sh", "ODE_SEQ_ARCH", "--arch"),
-    ("translation/score.sh", "PYTHON", "ODE_SEQ_VENV"),
-    ("summarization/prepare.sh", "DATA_DIR", "--work-dir"),
-    ("summarization/prepare.sh", "SPM_VOCAB", "--vocab-size"),
-    ("summarization/train.sh", "METHOD", "--method"),
-    ("summarization/train.sh", "GPUS", "--gpus"),
-    ("summarization/evaluate.sh", "CHECKPOINT", "--checkpoint"),
-    ("gec/prepare.sh", "TRAIN_M2", "--train-m2"),
-    ("gec/train.sh", "ARCH", "--arch"),
-    ("gec/train.sh", "CPU", "--gpus 0"),
-    ("gec/train.sh", "EXTRA_ARGS", "options after --"),
-    ("gec/evaluate.sh", "ERRANT", "--errant"),
 ]
 
 
@@ -97,7 +88,7 @@ def test_an_unknown_option_is_a_usage_error_naming_it(script, tmp_path):
 
 
 @pytest.mark.parametrize("script, variable, replacement", OLD_VARIABLES)
-def test_an_old_environment_variable_is_a_usage_error_naming_its_flag(script, variable, replacement):
+def test_an_obsolete_odeseq_variable_is_a_usage_error_naming_its_flag(script, variable, replacement):
     result = run(EXAMPLES / script, env=dict(os.environ, **{variable: "1"}))
     assert result.returncode == 2, result.stderr
     assert (
@@ -267,3 +258,230 @@ def test_a_data_bin_without_the_subset_is_named(tmp_path):
 def test_a_path_is_recorded_relative_to_its_recording_directory(tmp_path):
     result = lib_call(f"path_from {tmp_path}/run/eval-test {tmp_path}/run")
     assert result.stdout.strip() == ".."
+
+
+# The environment: only ODE_SEQ_* settings (and OMP_NUM_THREADS, PATH, PYTHONPATH) change what a
+# pipeline does. Every name a script or examples/lib.sh assigns, and the generic names that shells,
+# CI systems and build tools set, are set to junk; the scripts must do exactly what they do without.
+def assigned_names() -> List[str]:
+    names = set()
+    for path in [EXAMPLES / "lib.sh", *EXAMPLES.glob("*/*.sh")]:
+        text = path.read_text(encoding="utf-8")
+        names |= set(re.findall(r"^\s*(?:local\s+|export\s+)?([A-Z][A-Z0-9_]*)=", text, re.M))
+        names |= set(re.findall(r"^--\S+\s+([A-Z][A-Z0-9_]*)(?:\[\])?\b", text, re.M))  # option tables
+    return sorted(names - {"PATH", "PYTHONPATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
+
+
+def polluted(env: Dict[str, str]) -> Dict[str, str]:
+    junk = {name: f"junk-{name}" for name in [*assigned_names(), "PYTHON", "ARCH", "CPU", "BEAM", "LANG_TGT"]}
+    return {**env, **junk}
+
+
+def test_the_names_set_to_junk_include_those_of_the_old_interfaces():
+    assert {"ARCH", "GPUS", "DATA_BIN", "SAVE_DIR", "WORK_DIR", "CHECKPOINT", "EXTRA", "REPO_ROOT"} <= set(
+        assigned_names()
+    )
+
+
+# Arguments with which a script stops with an error naming paths built from its defaults, before any
+# output is written (WORK, a fresh directory, holds no data).
+STOP_POINTS = {
+    "translation/train_bible.sh": ["--work-dir", "WORK", "--gpus", "0"],
+    "translation/evaluate.sh": ["--data-bin", "WORK", "--checkpoint-dir", "WORK", "--ref", "WORK", "--lang", "es"],
+    "gec/train.sh": ["--work-dir", "WORK", "--gpus", "0"],
+    "gec/evaluate.sh": ["--work-dir", "WORK", "--gpus", "0"],
+    "summarization/train.sh": ["--work-dir", "WORK", "--gpus", "0"],
+    "summarization/evaluate.sh": ["--work-dir", "WORK", "--gpus", "0"],
+    "distillation/step_counts.sh": ["--checkpoint", "WORK", "--data-bin", "WORK", "--ref", "r", "--lang", "es"],
+}
+
+
+@pytest.mark.parametrize("script", STOP_POINTS)
+def test_generic_environment_names_do_not_change_what_a_pipeline_does(script, tmp_path):
+    args = [str(tmp_path / "work") if arg == "WORK" else arg for arg in STOP_POINTS[script]]
+    clean = run(EXAMPLES / script, *args)
+    dirty = run(EXAMPLES / script, *args, env=polluted(dict(os.environ)))
+    assert clean.returncode == 1 and ("is missing" in clean.stderr or "does not exist" in clean.stderr), clean.stderr
+    assert (dirty.returncode, dirty.stdout, dirty.stderr) == (clean.returncode, clean.stdout, clean.stderr)
+    assert not (tmp_path / "work").exists()
+
+
+def test_generic_environment_names_leave_a_training_command_as_it_is():
+    args = ["--recipe", "base-rk4", "--gpus", "2", "--dry-run", "--", "--patience", "3"]
+    clean = run(EXAMPLES / "translation" / "train_wmt14.sh", *args)
+    dirty = run(EXAMPLES / "translation" / "train_wmt14.sh", *args, env=polluted(dict(os.environ)))
+    assert clean.returncode == 0, clean.stderr
+    assert "--arch ode_transformer_rk4 " in clean.stdout and "--fp16" in clean.stdout
+    assert (dirty.returncode, dirty.stdout) == (0, clean.stdout)
+
+
+@pytest.fixture
+def scoring_files(tmp_path) -> List[str]:
+    (tmp_path / "hyp.txt").write_text("the cat sat on the mat\n", encoding="utf-8")
+    (tmp_path / "ref.txt").write_text("the cat sat on a mat\n", encoding="utf-8")
+    return ["--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "ref.txt"), "--lang", "en"]
+
+
+def test_python_set_for_scripts_setup_does_not_stop_scoring(scoring_files):
+    clean = run(EXAMPLES / "translation" / "score.sh", *scoring_files)
+    with_python = run(
+        EXAMPLES / "translation" / "score.sh", *scoring_files, env=dict(os.environ, PYTHON="/no/such/python3")
+    )
+    assert clean.returncode == 0 and "sacreBLEU 13a:" in clean.stdout, clean.stderr
+    assert (with_python.returncode, with_python.stdout) == (0, clean.stdout)
+
+
+def test_cdpath_does_not_move_the_repository_root(scoring_files):
+    """With CDPATH=".:DIR" exported, `cd examples/..` printed the directory, and the pipelines looked
+    for the virtual environment in a two-line path."""
+    env = {k: v for k, v in os.environ.items() if k != "ODE_SEQ_VENV"}
+    result = run(Path("examples/translation/score.sh"), *scoring_files, env=dict(env, CDPATH=f".{os.pathsep}/tmp"))
+    assert result.returncode == 0, result.stderr
+    assert "sacreBLEU 13a:" in result.stdout
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "2,", "-1"])
+@pytest.mark.parametrize("script", ["translation/score.sh", "gec/train.sh"])
+def test_a_malformed_omp_num_threads_is_refused_naming_it(script, value, tmp_path):
+    """OpenMP passes over such a value with one warning and uses every core."""
+    result = run(EXAMPLES / script, "--gpus", "0", env=dict(os.environ, OMP_NUM_THREADS=value), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "error: the environment variable OMP_NUM_THREADS must be a positive whole number" in result.stderr
+    assert f"got '{value}'" in result.stderr and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["", "3", "4,1"])
+def test_a_wellformed_omp_num_threads_is_accepted(value):
+    result = run(EXAMPLES / "gec" / "train.sh", "--no-such-option", env=dict(os.environ, OMP_NUM_THREADS=value))
+    assert result.returncode == 2 and "unknown option --no-such-option" in result.stderr
+
+
+@pytest.fixture
+def stub_root(tmp_path) -> Path:
+    """A repository root with examples/lib.sh, the real quality_study.sh and demo_sweep.sh, and stubs
+    of the scripts they start that record the thread settings they were given, then fail."""
+    root = tmp_path / "repo"
+    (root / "examples" / "translation").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "lib.sh", root / "examples" / "lib.sh")
+    for script in ("quality_study.sh", "demo_sweep.sh"):
+        shutil.copy(EXAMPLES / "translation" / script, root / "examples" / "translation" / script)
+    for stub in ("train_bible.sh", "run_bible_demo.sh"):
+        path = root / "examples" / "translation" / stub
+        path.write_text(f'#!/bin/sh\necho "$OMP_NUM_THREADS $MKL_NUM_THREADS" > {tmp_path}/{stub}.threads\nexit 1\n')
+        path.chmod(0o755)
+    (root / ".venv").symlink_to(Path(sys.prefix))
+    return root
+
+
+def recorded_threads(stub_root: Path, script: str, args: List[str], **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ODE_SEQ_VENV")}
+    result = run(stub_root / "examples" / "translation" / script, *args, env={**clean, **env})
+    assert result.returncode == 1, result.stderr
+    stub = "train_bible.sh" if script == "quality_study.sh" else "run_bible_demo.sh"
+    return (stub_root.parent / f"{stub}.threads").read_text().strip()
+
+
+@pytest.mark.parametrize("env, threads", [({}, "1 1"), ({"OMP_NUM_THREADS": "3"}, "3 3")])
+def test_a_study_run_has_omp_num_threads_threads_or_one(stub_root, env, threads):
+    args = ["--work-dir", str(stub_root / "study"), "--gpus", "0", "--run", "rk4_6_6 1 2e-3 300 train"]
+    assert recorded_threads(stub_root, "quality_study.sh", args, **env) == threads
+
+
+@pytest.mark.parametrize(
+    "args, env, threads",
+    [([], {}, "1 1"), ([], {"OMP_NUM_THREADS": "2"}, "2 2"), (["--threads", "3"], {"OMP_NUM_THREADS": "2"}, "3 3")],
+)
+def test_the_sweep_runs_with_omp_num_threads_unless_threads_is_given(stub_root, args, env, threads):
+    args = ["--work-dir", str(stub_root / "sweep"), "--settings", "rk4_d256_v8k_b2k_lr1e-3", *args]
+    assert recorded_threads(stub_root, "demo_sweep.sh", args, **env) == threads
+
+
+# The option table itself (examples/lib.sh, parse_options) on a table of every kind of row.
+TABLE = """declare -A KINDS=([small]=1 [big]=2)
+parse_options "$@" <<'EOF'
+--ref=FILE            REF        -            required  # references
+--work-dir=DIR        WORK_DIR   -            $REPO_ROOT/work-dirs/x
+--beam=N              BEAM       positive     4
+--kind=K              KIND       epoch|update epoch
+--size=S              SIZE       keys:KINDS   small
+--seeds=LIST          SEEDS      positives    1 2 3
+--errant              ERRANT                  # a switch
+--m2=FILE             M2[]                    # repeatable
+--train-pairs|--vocab-size=N  PREPARE[]  forward  --vocab-size 4000
+--old=X               -          is-now:--kind
+--=OPTIONS            EXTRA[]    -            --max-len-b 10
+EOF
+declare -p REF WORK_DIR BEAM KIND SIZE SEEDS ERRANT M2 PREPARE EXTRA | sed 's/^declare -[-a] //'
+"""
+
+
+def parse(*args: str) -> subprocess.CompletedProcess:
+    script = TABLE.replace('"$@"', " ".join(shlex.quote(arg) for arg in args))
+    return lib_call(script)
+
+
+def test_the_table_gives_defaults_and_values_of_every_kind_of_row():
+    defaults = parse("--ref", "r")
+    assert defaults.returncode == 0, defaults.stderr
+    assert defaults.stdout.splitlines() == [
+        'REF="r"',
+        f'WORK_DIR="{REPO_ROOT}/work-dirs/x"',
+        'BEAM="4"',
+        'KIND="epoch"',
+        'SIZE="small"',
+        'SEEDS="1 2 3"',
+        'ERRANT="0"',
+        "M2=()",
+        'PREPARE=([0]="--vocab-size" [1]="4000")',
+        'EXTRA=([0]="--max-len-b" [1]="10")',
+    ]
+    given = parse(
+        *"--ref r --beam 5 --kind update --size big --seeds 7 --errant --m2 a --m2 b".split(),
+        "--train-pairs",
+        "9",
+        "--",
+        "--x",
+        "y z",
+    )
+    assert given.returncode == 0, given.stderr
+    assert given.stdout.splitlines()[2:] == [
+        'BEAM="5"',
+        'KIND="update"',
+        'SIZE="big"',
+        'SEEDS="7"',
+        'ERRANT="1"',
+        'M2=([0]="a" [1]="b")',
+        'PREPARE=([0]="--vocab-size" [1]="4000" [2]="--train-pairs" [3]="9")',
+        'EXTRA=([0]="--x" [1]="y z")',
+    ]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "--ref is required (see --help)"),
+        (["--ref", "r", "--beam", "0"], "--beam must be a positive whole number, got '0'"),
+        (["--ref", "r", "--kind", "last"], "--kind must be epoch or update, got last"),
+        (["--ref", "r", "--size", "huge"], "--size must be big or small, got huge"),
+        (["--ref", "r", "--seeds", "1 x"], "--seeds takes positive whole numbers, got 'x'"),
+        (["--ref", "r", "--old", "x"], "--old is now --kind"),
+        (["--ref"], "option --ref needs a value"),
+        (["--ref", "r", "--ERRANT"], "unknown option --ERRANT (see --help)"),
+    ],
+)
+def test_the_table_refuses_bad_command_lines(args, message):
+    result = parse(*args)
+    assert result.returncode == 2 and f"probe.sh: error: {message}" in result.stderr
+
+
+def test_help_lists_the_rows_with_their_defaults(tmp_path):
+    script = tmp_path / "probe.sh"
+    script.write_text(
+        f"#!/bin/bash\n# A probe.\n# Usage: probe.sh\nsource {shlex.quote(str(EXAMPLES / 'lib.sh'))}\n{TABLE}"
+    )
+    usage = run(script, "--help")
+    assert usage.returncode == 0, usage.stderr
+    assert usage.stdout.startswith("A probe.\nUsage: probe.sh\n  --ref FILE            references\n")
+    assert "  --work-dir DIR        (default: work-dirs/x)\n" in usage.stdout
+    assert "  --train-pairs N --vocab-size N  (default: --vocab-size 4000)\n" in usage.stdout
+    assert "  --errant              a switch\n" in usage.stdout and "--old" not in usage.stdout

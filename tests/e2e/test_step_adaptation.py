@@ -22,7 +22,7 @@ def _bash(script: str, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "options, message",
     [
-        (["--step-counts", "3 x"], "positive whole number expected, got 'x'"),
+        (["--step-counts", "3 x"], "--step-counts takes positive whole numbers, got 'x'"),
         (["--time-network", "shared"], "--time-network must be per-block or per-weight"),
         (["--lora-rank"], "option --lora-rank needs a value"),
     ],
