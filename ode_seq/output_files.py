@@ -5,8 +5,12 @@ permission is found too; they create nothing."""
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
+import shutil
 import tempfile
+from typing import Optional
 
 
 def _check_writable_directory(directory: str, option: str, path: str) -> None:
@@ -54,3 +58,56 @@ def check_output_directory(path: str, option: str) -> None:
 def same_file(a: str, b: str) -> bool:
     """Whether paths ``a`` and ``b`` name the same file (existing or not)."""
     return os.path.realpath(a) == os.path.realpath(b)
+
+
+class OutputWriteError(ValueError):
+    """An output that could not be written for want of space; nothing half-written is left."""
+
+
+def format_size(size: int) -> str:
+    """Bytes in the largest decimal unit under which the number stays ≥ 1, e.g. 1.2 MB."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def out_of_space(error: BaseException, directory: str, needed: int) -> Optional[str]:
+    """Why writing ``needed`` bytes into ``directory`` failed with ``error``: the process's file
+    size limit (RLIMIT_FSIZE, ``ulimit -f``) or the free space of the disk, with both numbers and
+    the fix; None when neither explains it. Measured, not read off ``error`` alone: torch.save
+    reports a failed write as a RuntimeError without its errno."""
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    code = getattr(error, "errno", None)
+    if limit != resource.RLIM_INFINITY and (needed > limit or code == errno.EFBIG):
+        return (
+            f"the file size limit of this process (ulimit -f) is {format_size(limit)} but the file "
+            f"takes {format_size(needed)}; raise the limit (ulimit -f unlimited)"
+        )
+    free = shutil.disk_usage(directory).free
+    if needed > free or code in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"the disk holding {directory} is full: {format_size(free)} free, and this needs "
+            f"{format_size(needed)}; free that much space or choose another location"
+        )
+    return None
+
+
+def write_text_atomically(path: str, text: str) -> None:
+    """``text`` (UTF-8) into a temporary file beside ``path``, renamed onto ``path`` when complete,
+    so ``path`` is never half-written; the directory is created if missing. A failed write leaves
+    no temporary file and keeps a previous ``path``; for want of space it raises OutputWriteError."""
+    data = text.encode("utf-8")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException as error:
+        os.unlink(tmp)
+        reason = out_of_space(error, directory, len(data)) if isinstance(error, OSError) else None
+        if reason:
+            raise OutputWriteError(f"could not write {path}: {reason}; {path} was left as it was") from None
+        raise

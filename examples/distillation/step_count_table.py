@@ -13,9 +13,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "translation"), os.path.join(HERE, "..", "..")]
-from evaluation import read_evaluation, read_text  # noqa: E402
+from evaluation import read_evaluation  # noqa: E402
 
 from ode_seq.checkpoint_files import load_checkpoint  # noqa: E402
+from ode_seq.text_files import read_lines  # noqa: E402
 
 
 def trained_setting(checkpoint: str) -> dict:
@@ -36,7 +37,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--steps", type=int, nargs="+", required=True)
     args = parser.parse_args()
-    references = len(read_text(args.ref).splitlines())
+    references = len(read_lines(args.ref))
     trained = trained_setting(args.checkpoint)
     interval = trained["interval"]["encoder"]
     rows = {n: read_evaluation(os.path.join(args.out_dir, f"N{n}"), references) for n in args.steps}

@@ -48,15 +48,6 @@ ABBREVIATIONS = {
 }
 
 
-def read_lines(path: str) -> List[str]:
-    """Lines of a UTF-8 file without their newline; a final newline does not add a line."""
-    with open(path, encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
-
-
 def write_lines(path: str, lines: Iterable[str]) -> int:
     """Write lines to ``path.partial`` and rename it to ``path`` when complete; returns the count."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -20,7 +20,9 @@ from collections import Counter
 from multiprocessing import Pool
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from gec_text import read_lines, tokenize_lines, write_lines
+from gec_text import tokenize_lines, write_lines
+
+from ode_seq.text_files import read_lines
 
 
 def drop_reason(
@@ -70,7 +72,7 @@ def main(argv: Sequence[str] = None) -> int:
     args = parser.parse_args(argv)
     try:
         sources, targets = read_lines(args.src), read_lines(args.tgt)
-    except OSError as error:
+    except (OSError, ValueError) as error:
         print(f"parallel_text: error: {error}", file=sys.stderr)
         return 1
     if len(sources) != len(targets):

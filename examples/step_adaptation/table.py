@@ -20,6 +20,8 @@ from typing import Dict, List, Optional
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "translation"))
 from evaluation import read_evaluation, read_text  # noqa: E402
 
+from ode_seq.text_files import read_lines  # noqa: E402
+
 VARIANTS = ("zero-shot", "full", "lora")
 TRAINED = re.compile(r"num\. shared model params: ([\d,]+) \(num\. trained: ([\d,]+)\)")
 
@@ -69,7 +71,7 @@ def main() -> None:
     parser.add_argument("--step-counts", type=int, nargs="+", required=True)
     parser.add_argument("--ref", required=True, help="detokenised test references")
     args = parser.parse_args()
-    references = len(read_text(args.ref).splitlines())
+    references = len(read_lines(args.ref))
     sys.stdout.write(table(args.work_dir, args.steps, args.step_counts, references))
 
 

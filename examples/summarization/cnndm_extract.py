@@ -25,6 +25,8 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 
 from cnndm_text import Example, example_from_record, example_from_story
 
+from ode_seq.text_files import TextInputError, read_lines
+
 SPLITS = ("train", "valid", "test")
 URL_LIST_NAMES = {"train": "all_train.txt", "valid": "all_val.txt", "test": "all_test.txt"}
 TABLE_STEMS = {"train": ("train",), "valid": ("validation", "val", "valid"), "test": ("test",)}
@@ -45,8 +47,7 @@ def story_name(url: str) -> str:
 def read_url_list(path: str) -> List[str]:
     if not os.path.isfile(path):
         raise PreparationError(f"URL list not found: {path}; {URL_LISTS_HINT} and pass --url-lists DIR")
-    with open(path, encoding="utf-8") as handle:
-        return [line.strip() for line in handle if line.strip()]
+    return [line.strip() for line in read_text_lines(path) if line.strip()]
 
 
 def index_stories(directories: Sequence[str]) -> Dict[str, str]:
@@ -63,12 +64,17 @@ def index_stories(directories: Sequence[str]) -> Dict[str, str]:
     return index
 
 
-def read_story(path: str) -> str:
+def read_text_lines(path: str) -> List[str]:
+    """The lines of a text file as `ode_seq.text_files` reads them; PreparationError naming file,
+    line and byte for anything it refuses."""
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            return handle.read()
-    except UnicodeDecodeError as error:
-        raise PreparationError(f"story is not UTF-8: {path} ({error})") from error
+        return read_lines(path)
+    except TextInputError as error:
+        raise PreparationError(str(error)) from None
+
+
+def read_story(path: str) -> str:
+    return "\n".join(read_text_lines(path))
 
 
 def story_examples(
@@ -105,16 +111,14 @@ def find_table(input_dir: str, split: str) -> str:
 def read_records(path: str) -> Iterator[Dict[str, str]]:
     if path.endswith(".csv"):
         csv.field_size_limit(sys.maxsize)
-        with open(path, encoding="utf-8", newline="") as handle:
-            yield from csv.DictReader(handle)
+        yield from csv.DictReader(line + "\n" for line in read_text_lines(path))
         return
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise PreparationError(f"{path}:{number}: not a JSON object ({error})") from error
+    for number, line in enumerate(read_text_lines(path), 1):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as error:
+                raise PreparationError(f"{path}:{number}: not a JSON object ({error})") from error
 
 
 def table_examples(path: str, keep_bylines: bool) -> Iterator[Tuple[str, Example]]:

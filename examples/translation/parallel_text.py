@@ -2,7 +2,8 @@
 """Checks and filters for parallel text files, used by the prepare scripts.
 
 parallel_text.py check PREFIX SRC TGT [--allow-empty]
-    PREFIX.SRC and PREFIX.TGT exist, are UTF-8 and have the same number of lines; unless
+    PREFIX.SRC and PREFIX.TGT exist, are UTF-8 text (ode_seq.text_files: a byte-order mark and
+    CRLF line ends are read as the clean file) and have the same number of lines; unless
     --allow-empty, no line is empty. Exit 1 with a message naming file, line and fix.
 parallel_text.py clean IN_PREFIX OUT_PREFIX SRC TGT [--min-len 1] [--max-len 250] [--ratio 1.5]
     Keep the pairs whose token counts n_s, n_t satisfy min ≤ n ≤ max on both sides and
@@ -24,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from ode_seq.text_files import TextInputError, iter_lines
+
 SEGMENT = re.compile(r"<seg.*?>(.*)</seg>.*?")
 
 
@@ -31,23 +34,13 @@ class ParallelTextError(ValueError):
     """Input that cannot be used; the message names the file, the line and the fix."""
 
 
-def _decoded(path: Path, number: int, raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8").rstrip("\n")
-    except UnicodeDecodeError as err:
-        raise ParallelTextError(
-            f"{path} line {number}: byte {raw[err.start]:#04x} is not UTF-8; "
-            "convert the file, e.g. iconv -f LATIN1 -t UTF-8"
-        ) from None
-
-
 def read_lines(path: Path) -> Iterator[str]:
-    """Stream the lines of a UTF-8 file without newlines; bad bytes raise with the line number."""
+    """Stream the lines of a text file as `ode_seq.text_files` reads them (TextInputError names
+    file, line and byte of anything it refuses)."""
     if not path.is_file():
         raise ParallelTextError(f"{path} does not exist")
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            yield _decoded(path, number, raw)
+        yield from iter_lines(handle, str(path))
 
 
 def read_pairs(prefix: str, src: str, tgt: str, allow_empty: bool) -> Iterator[tuple[str, str]]:
@@ -155,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not segments:
                 raise ParallelTextError(f"{args.file} holds no <seg> lines; is it a WMT .sgm file?")
             sys.stdout.write("".join(s + "\n" for s in segments))
-    except ParallelTextError as err:
+    except (ParallelTextError, TextInputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

@@ -21,6 +21,8 @@ from typing import Sequence
 
 import sentencepiece as spm
 
+from ode_seq.text_files import TextInputError, iter_lines
+
 
 def train(model_prefix: Path, vocab_size: int, inputs: Sequence[Path], threads: int) -> None:
     """Train a unigram model with full character coverage; writes PREFIX.model and PREFIX.vocab."""
@@ -47,12 +49,15 @@ def train(model_prefix: Path, vocab_size: int, inputs: Sequence[Path], threads: 
 
 
 def encode(model: Path) -> None:
-    """Encode stdin line by line into space-separated pieces on stdout."""
+    """Encode stdin line by line (read by `ode_seq.text_files`) into space-separated pieces on stdout."""
     if not model.is_file():
         sys.exit(f"error: sentencepiece model {model} not found; run the `train` stage first")
     processor = spm.SentencePieceProcessor(model_file=str(model))
-    for line in sys.stdin:
-        sys.stdout.write(" ".join(processor.encode(line.rstrip("\n"), out_type=str)) + "\n")
+    try:
+        for line in iter_lines(sys.stdin.buffer, "standard input"):
+            sys.stdout.write(" ".join(processor.encode(line, out_type=str)) + "\n")
+    except TextInputError as error:
+        sys.exit(f"error: {error}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

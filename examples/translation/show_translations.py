@@ -18,11 +18,13 @@ from typing import Dict, List
 
 from sacremoses import MosesDetokenizer
 
+from ode_seq.text_files import read_lines
+
 
 def hypotheses(generated: Path) -> Dict[int, str]:
     """Sentence id → best hypothesis (tokenised) from fairseq-generate's output."""
     best: Dict[int, str] = {}
-    for line in generated.read_text(encoding="utf-8").splitlines():
+    for line in read_lines(generated):
         if line.startswith("H-"):
             sid, _, text = line.split("\t", 2)
             best.setdefault(int(sid[2:]), text)
@@ -47,8 +49,7 @@ def main(argv=None) -> int:
     parser.add_argument("--min-words", type=int, default=8)
     parser.add_argument("--max-words", type=int, default=20)
     args = parser.parse_args(argv)
-    sources = args.source.read_text(encoding="utf-8").splitlines()
-    references = args.reference.read_text(encoding="utf-8").splitlines()
+    sources, references = read_lines(args.source), read_lines(args.reference)
     found = hypotheses(args.generated)
     detokenize = MosesDetokenizer(lang=args.lang).detokenize
     for i in chosen(sources, args.count, args.min_words, args.max_words):

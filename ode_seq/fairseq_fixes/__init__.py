@@ -21,6 +21,7 @@ from .checkpoint_loading import CheckpointLoading
 from .cpu_ddp import CPUDistributedDataParallel
 from .fix import FairseqFix
 from .fp16_on_cpu import FP16FlatGradsOnCPU
+from .interactive_input import InteractiveInput
 from .last_batch import KeepLastBatch
 from .model_loading import ModelLoading
 from .ngram_blocking import NGramBlocking
@@ -48,6 +49,7 @@ FIXES: Dict[str, FairseqFix] = {
         ModelLoading(),
         TorchrunLaunch(),
         FP16FlatGradsOnCPU(),
+        InteractiveInput(),
     )
 }
 

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -38,7 +37,8 @@ from sacrebleu.metrics.bleu import BLEUScore
 from sacrebleu.significance import PairedTest, Result
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
-from ode_seq.output_files import check_output_file
+from ode_seq import text_files
+from ode_seq.output_files import OutputWriteError, check_output_file, write_text_atomically
 
 from .paired_bootstrap import (
     DEFAULT_SAMPLES,
@@ -239,21 +239,13 @@ def paired_test(
 
 
 def read_text_lines(path: Path, role: str, allow_empty: bool = False) -> list[str]:
-    """Lines of a UTF-8 file (\\n or \\r\\n endings); errors name the file and the bad line."""
+    """Lines of a text file read by `ode_seq.text_files`; errors name the file and the bad line."""
     if not path.is_file():
         raise BleuInputError(f"{role} file {path} does not exist")
-    data = path.read_bytes()
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line_number = data[: err.start].count(b"\n") + 1
-        raise BleuInputError(
-            f"{role} file {path} is not UTF-8: byte {data[err.start]:#04x} on "
-            f"line {line_number}; re-encode it, e.g. iconv -t UTF-8"
-        ) from None
-    lines = text.replace("\r\n", "\n").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+        lines = text_files.read_lines(path)
+    except text_files.TextInputError as error:
+        raise BleuInputError(f"{role} file {error}") from None
     if not lines:
         raise BleuInputError(f"{role} file {path} is empty")
     empty = [i + 1 for i, line in enumerate(lines) if not line.strip()]
@@ -299,20 +291,6 @@ def read_fairseq_hypotheses(path: Path, count: int, field: str = "H") -> list[st
 def _shorten(ids: Sequence[int]) -> str:
     shown = ", ".join(map(str, ids[:MAX_IDS_IN_MESSAGE]))
     return shown + (f", … ({len(ids) - MAX_IDS_IN_MESSAGE} more)" if len(ids) > MAX_IDS_IN_MESSAGE else "")
-
-
-def write_json_atomically(path: Path, payload: dict[str, object]) -> None:
-    """Write JSON to a temporary file beside path and rename it, so path is never half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(payload, out, indent=2, ensure_ascii=False)
-            out.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def read_hypotheses(path: Path, role: str, references: list[str], args: argparse.Namespace) -> list[str]:
@@ -378,7 +356,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m ode_seq.metri
         )
         payload["paired"] = {**paired.as_dict(), "signatures": signatures}
     if args.json:
-        write_json_atomically(args.json, payload)
+        try:
+            write_text_atomically(str(args.json), json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        except OutputWriteError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -30,7 +30,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ode_seq.output_files import check_output_file
+from ode_seq.output_files import check_output_file, write_text_atomically
+from ode_seq.text_files import read_lines
 
 from . import gec_bootstrap
 from .m2_format import noop_line
@@ -246,14 +247,6 @@ def print_report(score: ErrantScore, beta: float, category_level: Optional[int])
     )
 
 
-def _read_lines(path: str) -> List[str]:
-    with open(path, encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def parse_args(
     argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.errant_score"
 ) -> argparse.Namespace:
@@ -285,18 +278,19 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
     try:
         if args.hyp_m2_out:
             check_output_file(args.hyp_m2_out, "--hyp-m2-out")
-        originals = _read_lines(args.orig)
-        hypotheses = _read_lines(args.hyp)
+        originals = read_lines(args.orig)
+        hypotheses = read_lines(args.hyp)
         if args.paired:
-            baseline = _read_lines(args.paired)
+            baseline = read_lines(args.paired)
             check_same_length(hypotheses, baseline, args.hyp, args.paired)
+        references = [] if args.ref_m2 else [read_lines(path) for path in args.ref]
+        reference_m2 = "\n".join(read_lines(args.ref_m2)) if args.ref_m2 else ""
         annotator = load_annotator(args.model)
         hypothesis_blocks = parallel_to_m2(annotator, originals, [hypotheses], args.tok)
         if args.ref_m2:
-            with open(args.ref_m2, encoding="utf-8") as handle:
-                reference_blocks = split_m2_blocks(handle.read())
+            reference_blocks = split_m2_blocks(reference_m2)
         else:
-            reference_blocks = parallel_to_m2(annotator, originals, [_read_lines(p) for p in args.ref], args.tok)
+            reference_blocks = parallel_to_m2(annotator, originals, references, args.tok)
         score = compare(hypothesis_blocks, reference_blocks, args.beta)
         if args.paired:
             paired = paired_test(
@@ -309,8 +303,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
                 (args.hyp, args.paired),
             )
         if args.hyp_m2_out:
-            with open(args.hyp_m2_out, "w", encoding="utf-8") as handle:
-                handle.write("".join(block + "\n\n" for block in hypothesis_blocks))
+            write_text_atomically(args.hyp_m2_out, "".join(block + "\n\n" for block in hypothesis_blocks))
     except (OSError, ValueError, RuntimeError) as error:
         print(f"errant_score: error: {error}", file=sys.stderr)
         return 1

@@ -31,6 +31,8 @@ from typing import Dict, List, Optional, Sequence, TextIO
 
 import numpy as np
 
+from ode_seq.text_files import read_lines
+
 from . import gec_bootstrap
 from .m2_format import GoldEdit, M2FormatError, M2Sentence, check_annotator, read_m2
 from .m2_lattice import EditLattice, SystemEdit
@@ -238,12 +240,8 @@ def _describe(start: int, end: int, original: str, correction: str) -> str:
 
 
 def read_hypotheses(path: str) -> List[str]:
-    """One hypothesis per line (UTF-8); a final newline does not start another line."""
-    with open(path, encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.strip() for line in lines]
+    """One hypothesis per line (read by `ode_seq.text_files`), without surrounding whitespace."""
+    return [line.strip() for line in read_lines(path)]
 
 
 def read_hypotheses_for(path: str, sentences: Sequence[M2Sentence], gold_path: str) -> List[str]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
+from ode_seq.text_files import read_lines
+
 EMPTY_CORRECTION = "-NONE-"
 NOOP_TYPE = "noop"
 FIELD_SEPARATOR = "|||"
@@ -57,17 +59,15 @@ class M2Sentence:
 
 
 def read_m2(path: str) -> List[M2Sentence]:
-    """Parse an M2 file (UTF-8)."""
-    with open(path, encoding="utf-8") as handle:
-        return parse_m2(handle.read().split("\n"), path)
+    """Parse an M2 file (read by `ode_seq.text_files`)."""
+    return parse_m2(read_lines(path), path)
 
 
 def parse_m2(lines: Sequence[str], path: str = "<m2>") -> List[M2Sentence]:
     """Parse M2 lines (without newlines); ``path`` only names the source in error messages."""
     sentences: List[M2Sentence] = []
     current: M2Sentence | None = None
-    for number, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r")
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             current = None
             continue

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -37,24 +36,14 @@ from ode_seq.metrics.paired_bootstrap import (
     resample_indices,
 )
 from ode_seq.metrics.sentence_split import one_sentence_per_line
-from ode_seq.output_files import check_output_file
+from ode_seq.output_files import OutputWriteError, check_output_file, write_text_atomically
+from ode_seq.text_files import read_lines
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 DISPLAY_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum"}
 MEASURES = ("fmeasure", "precision", "recall")
 MEASURE_NAMES = {"fmeasure": "F1", "precision": "P", "recall": "R"}
 SummaryScores = List[Dict[str, scoring.Score]]
-
-
-def read_summaries(path: str) -> List[str]:
-    """One summary per ``\\n``-terminated line (``\\r\\n`` accepted; no other line separators)."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        text = handle.read()
-    if text.endswith("\n"):
-        text = text[:-1]
-    if not text:
-        return []
-    return [line.rstrip("\r") for line in text.split("\n")]
 
 
 def summary_scores(hypotheses: Sequence[str], references: Sequence[str], use_stemmer: bool = True) -> SummaryScores:
@@ -155,20 +144,6 @@ def format_table(scores: Dict[str, Dict[str, Dict[str, float]]], confidence: flo
     return "\n".join(lines)
 
 
-def write_json_atomically(payload: dict, path: str) -> None:
-    """Write ``payload`` to a temporary file next to ``path`` and rename it into place."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle = tempfile.NamedTemporaryFile("w", dir=directory, prefix=".rouge-", suffix=".json", delete=False)
-    try:
-        with handle:
-            json.dump(payload, handle, indent=2)
-            handle.write("\n")
-        os.replace(handle.name, path)
-    except BaseException:
-        os.unlink(handle.name)
-        raise
-
-
 def parse_args(argv: Optional[Sequence[str]], prog: str = "python -m ode_seq.metrics.rouge") -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--hyp", required=True, help="hypothesis summaries, one per line")
@@ -192,8 +167,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
     try:
         if args.json:
             check_output_file(args.json, "--json")
-        hypotheses = read_summaries(args.hyp)
-        references = read_summaries(args.ref)
+        hypotheses = read_lines(args.hyp)
+        references = read_lines(args.ref)
         per_summary = summary_scores(hypotheses, references, use_stemmer=not args.no_stemmer)
         scores = score_summaries(
             hypotheses,
@@ -204,7 +179,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
             per_summary=per_summary,
         )
         if args.paired:
-            baseline = read_summaries(args.paired)
+            baseline = read_lines(args.paired)
             check_same_length(hypotheses, baseline, args.hyp, args.paired)
             paired = paired_test(
                 per_summary,
@@ -232,7 +207,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
         }
         if args.paired:
             payload["paired"] = paired.as_dict()
-        write_json_atomically(payload, args.json)
+        try:
+            write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
+        except OutputWriteError as error:
+            print(f"rouge: error: {error}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -160,7 +160,7 @@ def test_fairseq_output_missing_sentences_is_an_error_naming_their_ids(tmp_path)
     [
         ("line_counts", "has 2 lines but reference file"),
         ("empty_line", "1 empty line(s), first at line 2"),
-        ("not_utf8", "is not UTF-8: byte 0xe9 on line 2"),
+        ("not_utf8", "hyp.es:2: byte 16: byte 0xE9 is not UTF-8"),
         ("missing_file", "does not exist"),
     ],
 )
