@@ -41,6 +41,7 @@ class NGramBlocking(FairseqFix):
 
     name = "ngram_blocking"
     issues = ("facebookresearch/fairseq#4709", "facebookresearch/fairseq#5206")
+    patches = ("fairseq.sequence_generator.NGramRepeatBlock",)
 
     def apply(self) -> None:
         sequence_generator.NGramRepeatBlock = IntendedNGramRepeatBlock
