@@ -1,6 +1,8 @@
 """The plugin's fixes to fairseq: what each fixes, and how they are applied and switched off."""
 
+import json
 import os
+import random
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -10,16 +12,20 @@ import pytest
 import torch
 from fairseq.data import data_utils
 from fairseq.models import distributed_fairseq_model
+from fairseq.ngram_repeat_block import NGramRepeatBlock
+from fairseq.sequence_generator import SequenceGenerator
 from torch.nn.parallel import DistributedDataParallel
 
 import user_dir  # noqa: F401  (applies the fixes)
-from ode_seq.fairseq_fixes import FIXES, apply_fixes, check_fairseq_version, disabled_fixes
+from ode_seq.fairseq_fixes import FIXES, FairseqFix, apply_fixes, check_fairseq_version, disabled_fixes, fix_registry
 from ode_seq.fairseq_fixes.last_batch import keeping_every_index
 from ode_seq.fairseq_fixes.model_loading import check_direction
-from ode_seq.fairseq_fixes.ngram_blocking import block_repeated_ngrams
+from ode_seq.fairseq_fixes.ngram_blocking import IntendedNGramRepeatBlock, block_repeated_ngrams
 from ode_seq.fairseq_fixes.restore_file import check_resume_source
 from ode_seq.fairseq_fixes.torchrun import join_launched_processes
+from tests.conftest import TinyTask, build_model, random_batch
 from tests.e2e.cli import ROOT
+from tests.fairseq_fix_probes import PROBES
 
 
 def test_batch_by_size_keeps_the_longest_sentences_fairseq_would_drop():
@@ -51,6 +57,31 @@ def test_ngram_blocker_bans_exactly_the_tokens_that_would_repeat_an_ngram(n):
             suffix = seq[step + 2 - n :] if n > 1 else []
             banned = {seq[i + n - 1] for i in range(step + 2 - n) if seq[i : i + n - 1] == suffix}
             assert {t for t in range(5) if lprobs[row, t] == float("-inf")} == banned, (n, step, row)
+
+
+def _repeated_bigrams(tokens: torch.Tensor) -> int:
+    bigrams = list(zip(tokens.tolist(), tokens.tolist()[1:]))
+    return len(bigrams) - len(set(bigrams))
+
+
+def test_sequence_generator_with_ngram_blocking_compiles_with_torchscript_and_blocks_there_too(tmp_path):
+    task = TinyTask(vocab=6)
+    model = build_model("transformer", task).eval()
+    src, lengths, _ = random_batch(task, [7, 5, 9], seed=2)
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=2, no_repeat_ngram_size=2, max_len_b=12)
+    assert isinstance(generator.repeat_ngram_blocker, IntendedNGramRepeatBlock)
+    torch.jit.script(generator).save(str(tmp_path / "generator.pt"))
+    scripted = torch.jit.load(str(tmp_path / "generator.pt"))
+    with torch.no_grad():
+        eager_hypotheses, scripted_hypotheses = generator(sample), scripted(sample)
+        generator.repeat_ngram_blocker = NGramRepeatBlock(2, use_extension=False)
+        unblocked = generator(sample)
+    for eager, compiled in zip(eager_hypotheses, scripted_hypotheses):
+        for a, b in zip(eager, compiled):
+            assert torch.equal(a["tokens"], b["tokens"]) and _repeated_bigrams(a["tokens"]) == 0
+    # fairseq's own blocker lets this model repeat bigrams: the check above is not vacuous
+    assert sum(_repeated_bigrams(h["tokens"]) for hypotheses in unblocked for h in hypotheses) > 0
 
 
 def _batches_missing(missing, fixed_shapes=None):
@@ -125,6 +156,57 @@ def test_a_switched_off_fix_is_not_applied_and_the_others_are():
     applied = [line for line in result.stderr.splitlines() if "applied fixes" in line]
     assert len(applied) == 1 and "ngram_blocking" in applied[0]
     assert "switched off batch_by_size" in applied[0]
+    changing = [name for name, fix in FIXES.items() if fix.changes_working_runs and name != "batch_by_size"]
+    assert "ngram_blocking" in changing and "save_dir" not in changing
+    assert f"; these change runs of any architecture, ODE or not: {', '.join(changing)} (" in applied[0]
+
+
+def _fix_patching(name, *patches):
+    return type(name, (FairseqFix,), {"name": name, "patches": patches, "__doc__": name})()
+
+
+def test_no_two_fixes_patch_the_same_fairseq_object():
+    declared = [target for fix in FIXES.values() for target in fix.patches]
+    assert len(declared) == len(set(declared)) and all(target.startswith("fairseq") for target in declared)
+    fix_registry([_fix_patching("a", "fairseq.x.f"), _fix_patching("b", "fairseq.x.g")])
+    with pytest.raises(ValueError, match=r"fairseq fixes a and b both patch fairseq\.x\.f: each fairseq object"):
+        fix_registry([_fix_patching("a", "fairseq.x.f"), _fix_patching("b", "fairseq.x.g", "fairseq.x.f")])
+    with pytest.raises(ValueError, match=r"two fairseq fixes are named a"):
+        fix_registry([_fix_patching("a"), _fix_patching("a")])
+
+
+def _fixes_applied_in_a_fresh_process(order):
+    """What tests/fairseq_fix_probes.py reports after applying ``order``: changes and probes."""
+    command = [sys.executable, "-m", "tests.fairseq_fix_probes", *order]
+    result = subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1")
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def _shuffled(names):
+    order = list(names)
+    random.Random(0).shuffle(order)
+    assert order not in (list(names), list(names)[::-1])
+    return order
+
+
+@pytest.mark.parametrize(
+    "order", [list(FIXES), list(FIXES)[::-1], _shuffled(FIXES)], ids=["registry order", "reversed", "shuffled"]
+)
+def test_each_fix_works_and_changes_only_what_it_declares_whatever_the_order(order):
+    assert set(PROBES) == set(FIXES), "add a probe of each new fix's behaviour to tests/fairseq_fix_probes.py"
+    report = _fixes_applied_in_a_fresh_process(order)
+    for name in order:
+        assert report["changed"][name] == sorted(FIXES[name].patches), f"{name} (applied in order {order})"
+        assert report["probes"][name] is None, f"{name} (applied in order {order}):\n{report['probes'][name]}"
+
+
+def test_every_probe_of_a_fix_fails_on_fairseq_without_the_fixes():
+    report = _fixes_applied_in_a_fresh_process([])
+    assert report["changed"] == {}
+    assert [name for name, failure in report["probes"].items() if failure is None] == []
 
 
 def test_data_parallel_wrapper_is_a_subclass_of_torch_ddp():

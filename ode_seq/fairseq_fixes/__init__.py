@@ -2,16 +2,18 @@
 
 Each fix is a named :class:`~.fix.FairseqFix` in a module of its own, whose docstring states
 fairseq's bug, the upstream issue and the fix. :func:`apply_fixes` (called by ``user_dir``)
-applies them once per process and logs which; it refuses a fairseq version they were not written
-for. Switch fixes off with the environment variable ``ODE_SEQ_DISABLE_FIXES``, a comma-separated
-list of fix names (``ODE_SEQ_DISABLE_FIXES=batch_by_size,ngram_blocking``) or ``all``.
+applies them once per process and logs which, naming those that change runs of any architecture;
+it refuses a fairseq version they were not written for. No two fixes patch the same fairseq object
+(:func:`fix_registry` refuses it), so they apply in any order. Switch fixes off with the
+environment variable ``ODE_SEQ_DISABLE_FIXES``, a comma-separated list of fix names
+(``ODE_SEQ_DISABLE_FIXES=batch_by_size,ngram_blocking``) or ``all``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import fairseq
 
@@ -34,9 +36,28 @@ from .torchrun import TorchrunLaunch
 # 0.12.2 release rebuilt for newer Pythons, without changes to the patched functions.
 SUPPORTED_FAIRSEQ_VERSIONS = ("0.12.2", "0.12.3", "0.12.3.1")
 DISABLE_VARIABLE = "ODE_SEQ_DISABLE_FIXES"
-FIXES: Dict[str, FairseqFix] = {
-    fix.name: fix
-    for fix in (
+
+
+def fix_registry(fixes: Sequence[FairseqFix]) -> Dict[str, FairseqFix]:
+    """The fixes by name; ValueError when two share a name or patch the same fairseq object."""
+    registry: Dict[str, FairseqFix] = {}
+    patched_by: Dict[str, str] = {}
+    for fix in fixes:
+        if fix.name in registry:
+            raise ValueError(f"two fairseq fixes are named {fix.name}")
+        for target in fix.patches:
+            if target in patched_by:
+                raise ValueError(
+                    f"fairseq fixes {patched_by[target]} and {fix.name} both patch {target}: each "
+                    "fairseq object may be replaced by one fix only, so that fixes apply in any order"
+                )
+            patched_by[target] = fix.name
+        registry[fix.name] = fix
+    return registry
+
+
+FIXES: Dict[str, FairseqFix] = fix_registry(
+    (
         KeepLastBatch(),
         NGramBlocking(),
         CheckpointLoading(),
@@ -51,7 +72,7 @@ FIXES: Dict[str, FairseqFix] = {
         FP16FlatGradsOnCPU(),
         InteractiveInput(),
     )
-}
+)
 
 logger = logging.getLogger(__name__)
 _applied: Optional[List[str]] = None
@@ -80,6 +101,17 @@ def check_fairseq_version(version: str) -> None:
         )
 
 
+def applied_fixes_line(applied: Sequence[str], disabled: Sequence[str]) -> str:
+    """What the log says: the fixes applied, those of them that change runs of any architecture
+    (:attr:`FairseqFix.changes_working_runs`), and those switched off."""
+    changing = [name for name in applied if FIXES[name].changes_working_runs]
+    return (
+        f"applied fixes {', '.join(applied) or 'none'}"
+        + (f"; these change runs of any architecture, ODE or not: {', '.join(changing)}" if changing else "")
+        + (f" ({DISABLE_VARIABLE} switched off {', '.join(disabled)})" if disabled else "")
+    )
+
+
 def apply_fixes() -> List[str]:
     """Apply every fix not switched off, once per process; returns the names applied."""
     global _applied
@@ -91,13 +123,8 @@ def apply_fixes() -> List[str]:
         for name in chosen:
             FIXES[name].apply()
         _applied = chosen
-        logger.info(
-            "fairseq %s: applied fixes %s%s",
-            fairseq.__version__,
-            ", ".join(chosen) or "none",
-            f" ({DISABLE_VARIABLE} switched off {', '.join(disabled)})" if disabled else "",
-        )
+        logger.info("fairseq %s: %s", fairseq.__version__, applied_fixes_line(chosen, disabled))
     return list(_applied)
 
 
-__all__ = ["DISABLE_VARIABLE", "FIXES", "FairseqFix", "apply_fixes", "disabled_fixes"]
+__all__ = ["DISABLE_VARIABLE", "FIXES", "FairseqFix", "apply_fixes", "disabled_fixes", "fix_registry"]

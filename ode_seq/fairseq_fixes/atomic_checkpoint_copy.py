@@ -31,6 +31,8 @@ class AtomicCheckpointCopy(FairseqFix):
 
     name = "atomic_checkpoint_copy"
     issues = ("facebookresearch/fairseq#2684",)
+    patches = ("fairseq.checkpoint_utils.PathManager",)
+    changes_working_runs = False
 
     def apply(self) -> None:
         checkpoint_utils.PathManager = AtomicCopyPathManager

@@ -35,6 +35,8 @@ class Bf16WithoutTPU(FairseqFix):
 
     name = "bf16_without_tpu"
     issues = ("facebookresearch/fairseq#4696",)
+    patches = ("fairseq.options.parse_args_and_arch",)
+    changes_working_runs = False
 
     def apply(self) -> None:
         options.parse_args_and_arch = tpu_only_when_asked(options.parse_args_and_arch)

@@ -40,6 +40,8 @@ class CheckpointLoading(FairseqFix):
 
     name = "checkpoint_loading"
     issues = ("facebookresearch/fairseq#5610", "facebookresearch/fairseq#5603")
+    patches = ("fairseq.checkpoint_utils.load_checkpoint_to_cpu",)
+    changes_working_runs = False
 
     def apply(self) -> None:
         allow_fairseq_checkpoint_types()

@@ -25,6 +25,8 @@ class CPUDistributedDataParallel(FairseqFix):
 
     name = "cpu_ddp"
     issues = ("facebookresearch/fairseq#2879",)
+    patches = ("fairseq.models.distributed_fairseq_model.DistributedDataParallel",)
+    changes_working_runs = False
 
     def apply(self) -> None:
         distributed_fairseq_model.DistributedDataParallel = DeviceAwareDistributedDataParallel

@@ -6,10 +6,19 @@ from typing import ClassVar, Tuple
 
 
 class FairseqFix:
-    """A fix: its docstring states fairseq's bug and the fix, ``issues`` the upstream reports."""
+    """A fix: its docstring states fairseq's bug and the fix, ``issues`` the upstream reports.
+
+    ``patches`` names every fairseq object that :meth:`apply` replaces, as a dotted path (a module
+    attribute ``fairseq.options.parse_args_and_arch``, or a class attribute
+    ``fairseq.tasks.translation.TranslationTask.setup_task``); no two fixes name the same one, so
+    fixes apply in any order. ``changes_working_runs``: whether a fairseq run that works without
+    the fix (of any architecture, ODE or not) does or writes something else with it, rather than
+    only a run that would stop working or explaining itself better (True unless a fix says otherwise)."""
 
     name: ClassVar[str]
     issues: ClassVar[Tuple[str, ...]] = ()
+    patches: ClassVar[Tuple[str, ...]] = ()
+    changes_working_runs: ClassVar[bool] = True
 
     def apply(self) -> None:
         raise NotImplementedError

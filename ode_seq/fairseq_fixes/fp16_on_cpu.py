@@ -29,6 +29,8 @@ class FP16FlatGradsOnCPU(FairseqFix):
 
     name = "fp16_on_cpu"
     issues = ("facebookresearch/fairseq#5296",)
+    patches = ("fairseq.optim.FP16Optimizer",)
+    changes_working_runs = False
 
     def apply(self) -> None:
         optim.FP16Optimizer = CPUFlatFP16Optimizer

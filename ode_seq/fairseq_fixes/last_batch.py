@@ -42,6 +42,7 @@ class KeepLastBatch(FairseqFix):
 
     name = "batch_by_size"
     issues = ("facebookresearch/fairseq#5036", "facebookresearch/fairseq#5351")
+    patches = ("fairseq.data.data_utils.batch_by_size",)
 
     def apply(self) -> None:
         data_utils.batch_by_size = keeping_every_index(data_utils.batch_by_size)

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from fairseq import checkpoint_utils
 from fairseq.data import data_utils
-from fairseq.tasks import TASK_REGISTRY
+from fairseq.tasks.translation import TranslationTask
 
 from ode_seq.checkpoint_files import check_finite_parameters
 
@@ -25,20 +25,29 @@ def language_pair(task_cfg: Any) -> Optional[LanguagePair]:
     return (source, target) if source and target else None
 
 
-class RecordsLanguagePair:
-    """Mixin for fairseq's translation task: checkpoints record the pair it translated (in their
-    ``task_state``), and a loaded checkpoint's pair is kept as ``trained_language_pair``."""
+def recording_language_pair(state_dict: Callable) -> Callable:
+    """A task's ``state_dict`` (saved in checkpoints as ``task_state``) that adds the language pair
+    the task translates."""
 
-    trained_language_pair: Optional[LanguagePair] = None
+    @functools.wraps(state_dict)
+    def recorded(self) -> Dict[str, Any]:
+        return {**state_dict(self), PAIR_KEY: list(language_pair(self.cfg) or ())}
 
-    def state_dict(self) -> Dict[str, Any]:
-        return {**super().state_dict(), PAIR_KEY: list(language_pair(self.cfg) or ())}
+    return recorded
 
-    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+
+def reading_language_pair(load_state_dict: Callable) -> Callable:
+    """A task's ``load_state_dict`` that keeps a checkpoint's recorded pair as
+    ``trained_language_pair`` (None if it has none) and passes the rest on."""
+
+    @functools.wraps(load_state_dict)
+    def load(self, state_dict: Dict[str, Any]) -> None:
         state = dict(state_dict)
         pair = state.pop(PAIR_KEY, None)
         self.trained_language_pair = tuple(pair) if pair else None
-        super().load_state_dict(state)
+        load_state_dict(self, state)
+
+    return load
 
 
 def trained_pair(task, trained_task_cfg: Any) -> Optional[LanguagePair]:
@@ -91,22 +100,20 @@ class ModelLoading(FairseqFix):
     word: ``--score-reference`` prints nan scores and exits 0, generation stops at an unrelated
     assertion. fairseq-generate/-interactive with ``-s tgt -t src`` run a src -> tgt model on
     target-language input: with a joined dictionary nothing fails and the output is garbage.
-    The fix: ``load_model_ensemble_and_task`` refuses both, naming the file and what to do; the
-    translation task records its language pair in the checkpoints it trains (older checkpoints:
+    The fix: ``load_model_ensemble_and_task`` refuses both, naming the file and what to do;
+    fairseq's TranslationTask records its language pair in the checkpoints it trains (older checkpoints:
     the pair given at training, or inferred from their data directory as fairseq did)."""
 
     name = "model_loading"
+    patches = (
+        "fairseq.tasks.translation.TranslationTask.state_dict",
+        "fairseq.tasks.translation.TranslationTask.load_state_dict",
+        "fairseq.checkpoint_utils.load_model_ensemble_and_task",
+    )
 
     def apply(self) -> None:
-        base = TASK_REGISTRY["translation"]
-        TASK_REGISTRY["translation"] = type(
-            base.__name__,
-            (RecordsLanguagePair, base),
-            {
-                "__module__": __name__,
-                "__doc__": base.__doc__,
-            },
-        )
+        TranslationTask.state_dict = recording_language_pair(TranslationTask.state_dict)
+        TranslationTask.load_state_dict = reading_language_pair(TranslationTask.load_state_dict)
         checkpoint_utils.load_model_ensemble_and_task = checked_ensemble_loader(
             checkpoint_utils.load_model_ensemble_and_task
         )

@@ -20,7 +20,7 @@ def block_repeated_ngrams(tokens: torch.Tensor, lprobs: torch.Tensor, step: int,
     windows = generated.unfold(1, n, 1)  # (rows, step + 2 - n, n): every n-gram x_i..x_{i+n-1}
     suffix = generated[:, step + 2 - n :]  # (rows, n - 1): the last n-1 tokens
     matches = (windows[:, :, : n - 1] == suffix.unsqueeze(1)).all(dim=2)
-    rows, starts = matches.nonzero(as_tuple=True)
+    rows, starts = matches.nonzero().unbind(1)  # not nonzero(as_tuple=True), which TorchScript refuses
     lprobs[rows, windows[rows, starts, n - 1]] = -math.inf
     return lprobs
 
@@ -36,10 +36,12 @@ class NGramBlocking(FairseqFix):
     """fairseq's ``NGramRepeatBlock._no_repeat_ngram`` (the blocker whenever the CUDA extension is
     not built, e.g. on every CPU) compares the last n−1 entries of the whole, mostly unfilled
     token buffer instead of the last n−1 generated tokens, so ``--no-repeat-ngram-size`` never
-    blocks anything. The fix: the sequence generator builds a subclass with the intended rule."""
+    blocks anything. The fix: the sequence generator builds a subclass with the intended rule, which
+    TorchScript compiles as it does fairseq's (``torch.jit.script`` of a SequenceGenerator)."""
 
     name = "ngram_blocking"
     issues = ("facebookresearch/fairseq#4709", "facebookresearch/fairseq#5206")
+    patches = ("fairseq.sequence_generator.NGramRepeatBlock",)
 
     def apply(self) -> None:
         sequence_generator.NGramRepeatBlock = IntendedNGramRepeatBlock

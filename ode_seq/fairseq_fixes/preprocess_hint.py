@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
+import functools
+from typing import Callable
 
-from fairseq.tasks import TASK_REGISTRY
 from fairseq.tasks.translation import TranslationTask
 
 from .fix import FairseqFix
@@ -16,38 +15,36 @@ PREPROCESS_HINT = (
 )
 
 
-@contextlib.contextmanager
-def preprocess_hint() -> Iterator[None]:
-    """A FileNotFoundError raised inside gains ``PREPROCESS_HINT``."""
-    try:
-        yield
-    except FileNotFoundError as error:
-        if "fairseq-preprocess" in str(error):
-            raise
-        raise FileNotFoundError(f"{error}{PREPROCESS_HINT}") from None
+def hinting(load: Callable) -> Callable:
+    """``load`` whose FileNotFoundError gains ``PREPROCESS_HINT``."""
 
+    @functools.wraps(load)
+    def hinted(*args, **kwargs):
+        try:
+            return load(*args, **kwargs)
+        except FileNotFoundError as error:
+            if "fairseq-preprocess" in str(error):
+                raise
+            raise FileNotFoundError(f"{error}{PREPROCESS_HINT}") from None
 
-class HintingTranslationTask(TranslationTask):
-    """fairseq's translation task whose missing-file errors name what fairseq-preprocess writes."""
-
-    @classmethod
-    def setup_task(cls, cfg, **kwargs):
-        with preprocess_hint():
-            return super().setup_task(cfg, **kwargs)
-
-    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        with preprocess_hint():
-            return super().load_dataset(split, epoch, combine, **kwargs)
+    return hinted
 
 
 class PreprocessHint(FairseqFix):
     """fairseq's translation task fails on a data directory missing a dictionary or a split
     with a bare FileNotFoundError or "Dataset not found", which does not say how such a
-    directory is made. The fix: the task registered as ``translation`` is a subclass whose
-    errors add which files fairseq-preprocess writes."""
+    directory is made. The fix: the errors of the task's ``setup_task`` and ``load_dataset``
+    (in fairseq's TranslationTask, so every task derived from it) add which files
+    fairseq-preprocess writes."""
 
     name = "preprocess_hint"
     issues = ("facebookresearch/fairseq#2831",)
+    patches = (
+        "fairseq.tasks.translation.TranslationTask.setup_task",
+        "fairseq.tasks.translation.TranslationTask.load_dataset",
+    )
+    changes_working_runs = False
 
     def apply(self) -> None:
-        TASK_REGISTRY["translation"] = HintingTranslationTask
+        TranslationTask.setup_task = classmethod(hinting(TranslationTask.setup_task.__func__))
+        TranslationTask.load_dataset = hinting(TranslationTask.load_dataset)

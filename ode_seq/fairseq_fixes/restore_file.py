@@ -94,6 +94,7 @@ class RestoreFileMustExist(FairseqFix):
 
     name = "restore_file"
     issues = ("facebookresearch/metaseq#602",)
+    patches = ("fairseq.checkpoint_utils.load_checkpoint",)
 
     def apply(self) -> None:
         checkpoint_utils.load_checkpoint = checking_resume_source(checkpoint_utils.load_checkpoint)

@@ -32,6 +32,8 @@ class SaveDirHint(FairseqFix):
     made up (after a log line). The fix: the check's error names --save-dir and what to do."""
 
     name = "save_dir"
+    patches = ("fairseq.checkpoint_utils.verify_checkpoint_directory",)
+    changes_working_runs = False
 
     def apply(self) -> None:
         checkpoint_utils.verify_checkpoint_directory = naming_save_dir(checkpoint_utils.verify_checkpoint_directory)

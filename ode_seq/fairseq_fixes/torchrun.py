@@ -75,6 +75,7 @@ class TorchrunLaunch(FairseqFix):
 
     name = "torchrun"
     issues = ("facebookresearch/fairseq#3318", "facebookresearch/fairseq#3385")
+    patches = ("fairseq.distributed.utils.call_main",)
 
     def apply(self) -> None:
         distributed_utils.call_main = joining_launched_processes(distributed_utils.call_main)
