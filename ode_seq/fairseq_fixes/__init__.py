@@ -24,6 +24,7 @@ from .fp16_on_cpu import FP16FlatGradsOnCPU
 from .last_batch import KeepLastBatch
 from .model_loading import ModelLoading
 from .ngram_blocking import NGramBlocking
+from .numpy_compat import NumpyCompatLong
 from .preprocess_hint import PreprocessHint
 from .restore_file import RestoreFileMustExist
 from .save_dir import SaveDirHint
@@ -48,6 +49,7 @@ FIXES: Dict[str, FairseqFix] = {
         ModelLoading(),
         TorchrunLaunch(),
         FP16FlatGradsOnCPU(),
+        NumpyCompatLong(),
     )
 }
 
