@@ -41,35 +41,19 @@ def eval_lm(data, checkpoint, *extra, cwd=None) -> tuple:
     return tokens, float(loss), float(perplexity)
 
 
+def decoding_args(data, checkpoint, *options: str) -> list:
+    """fairseq-interactive's or fairseq-generate's command line for an LM checkpoint."""
+    return [str(data), "--task", "language_modeling", "--user-dir", "user_dir", "--path", str(checkpoint), *options]
+
+
 def _hypotheses(stdout: str) -> dict:
     return {int(i): h for i, h in re.findall(r"^H-(\d+)\t\S+\t(.*)$", stdout, re.M)}
 
 
 def test_interactive_samples_continuations_of_stdin_prompts(lm_data, trained):
-    out = run(
-        "fairseq-interactive",
-        [
-            str(lm_data),
-            "--task",
-            "language_modeling",
-            "--user-dir",
-            "user_dir",
-            "--path",
-            str(trained),
-            "--sampling",
-            "--sampling-topk",
-            "5",
-            "--beam",
-            "1",
-            "--seed",
-            "3",
-            "--max-len-b",
-            "12",
-            "--min-len",
-            "5",
-        ],
-        stdin="".join(p + "\n" for p in PROMPTS),
-    )
+    sampling = ("--sampling", "--sampling-topk", "5", "--beam", "1", "--seed", "3", "--max-len-b", "12")
+    stdin = "".join(p + "\n" for p in PROMPTS)
+    out = run("fairseq-interactive", decoding_args(lm_data, trained, *sampling, "--min-len", "5"), stdin=stdin)
     hypotheses = _hypotheses(out.stdout)
     assert sorted(hypotheses) == [0, 1]
     for i, prompt in enumerate(PROMPTS):
@@ -77,28 +61,8 @@ def test_interactive_samples_continuations_of_stdin_prompts(lm_data, trained):
 
 
 def test_generate_continues_every_test_line(lm_data, trained):
-    out = run(
-        "fairseq-generate",
-        [
-            str(lm_data),
-            "--task",
-            "language_modeling",
-            "--user-dir",
-            "user_dir",
-            "--path",
-            str(trained),
-            "--gen-subset",
-            "test",
-            "--sample-break-mode",
-            "eos",
-            "--beam",
-            "2",
-            "--max-len-b",
-            "24",
-            "--max-tokens",
-            "512",
-        ],
-    )
+    search = ("--sample-break-mode", "eos", "--beam", "2", "--max-len-b", "24", "--max-tokens", "512")
+    out = run("fairseq-generate", decoding_args(lm_data, trained, "--gen-subset", "test", *search))
     hypotheses = _hypotheses(out.stdout)
     sources = {int(i): s for i, s in re.findall(r"^S-(\d+)\t(.*)$", out.stdout, re.M)}
     assert sorted(hypotheses) == list(range(LM_SIZES["test"])) and hypotheses.keys() == sources.keys()
