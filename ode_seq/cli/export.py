@@ -11,7 +11,9 @@
 
 Exportable: Euler ODE Transformers whose steps are Transformer layers, the non-autonomous model at
 any step count (``--encoder-steps``/``--decoder-steps``), ``lora_transformer`` (adapters merged) and
-fairseq's ``transformer`` trained with the plugin (:mod:`ode_seq.export.plain`). Exit status: 2 for
+fairseq's ``transformer`` trained with the plugin (:mod:`ode_seq.export.plain`); the same ODE
+language models ``--to fairseq`` as a plain ``transformer_lm`` (``--decoder-steps`` for
+``ode_transformer_lm_nonauto``). Exit status: 2 for
 usage errors (including paths that do not exist or cannot be written), 1 for a model the target
 cannot represent (the message names the option).
 
@@ -31,11 +33,16 @@ import tempfile
 from typing import Any, Dict, List, Optional
 
 from fairseq import checkpoint_utils
+from fairseq.models import ARCH_MODEL_REGISTRY
 
 from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, verify_checkpoint_file
 from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, plain_transformer
 from ode_seq.fairseq_fixes import apply_fixes
-from ode_seq.models import NonAutonomousODETransformerModel
+from ode_seq.models import (
+    NonAutonomousODETransformerLanguageModel,
+    NonAutonomousODETransformerModel,
+    ODETransformerLanguageModel,
+)
 from ode_seq.output_files import check_output_directory, check_output_file, same_file
 
 TARGETS = ("fairseq", "ctranslate2", "hf")
@@ -97,10 +104,35 @@ def load_model(args: argparse.Namespace):
     }
     if args.data is not None:
         overrides["data"] = args.data
+    if args.encoder_steps or args.decoder_steps or args.to != "fairseq":
+        check_options_fit_model(args, checkpoint_model_class(args.path))
     (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
-    if (args.encoder_steps or args.decoder_steps) and not isinstance(model, NonAutonomousODETransformerModel):
-        raise ValueError("--encoder-steps and --decoder-steps apply to ode_transformer_nonauto models")
     return model.eval(), cfg.model, task
+
+
+def checkpoint_model_class(path: str) -> Optional[type]:
+    """The registered model class of the checkpoint's architecture (None if not registered)."""
+    model_cfg = load_checkpoint(path)["cfg"]["model"]
+    arch = getattr(model_cfg, "arch", None) or getattr(model_cfg, "_name", None)
+    return ARCH_MODEL_REGISTRY.get(arch)
+
+
+def check_options_fit_model(args: argparse.Namespace, model_class: Optional[type]) -> None:
+    """Step counts for non-autonomous models only; a language model goes --to fairseq (a
+    transformer_lm) and has no encoder."""
+    model_class = model_class or object
+    if issubclass(model_class, ODETransformerLanguageModel):
+        if args.to != "fairseq":
+            raise ValueError(
+                f"--to {args.to} exports translation models; a language model exports --to fairseq "
+                "(a plain transformer_lm checkpoint)"
+            )
+        if args.encoder_steps:
+            raise ValueError("--encoder-steps: a language model has no encoder; pass --decoder-steps")
+        if args.decoder_steps and not issubclass(model_class, NonAutonomousODETransformerLanguageModel):
+            raise ValueError("--decoder-steps applies to ode_transformer_lm_nonauto language models")
+    elif (args.encoder_steps or args.decoder_steps) and not issubclass(model_class, NonAutonomousODETransformerModel):
+        raise ValueError("--encoder-steps and --decoder-steps apply to ode_transformer_nonauto models")
 
 
 def fairseq_state(args: argparse.Namespace, plain: PlainTransformer) -> Dict[str, Any]:
@@ -161,7 +193,9 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.ex
     except ValueError as error:
         print(f"export: error: {error}", file=sys.stderr)
         return 1
-    print(f"exported {plain.layers[0]} encoder and {plain.layers[1]} decoder layers to {args.output}")
+    encoder, decoder = plain.layers
+    stacks = f"{encoder} encoder and {decoder} decoder layers" if encoder else f"{decoder} decoder layers"
+    print(f"exported {stacks} to {args.output}")
     return 0
 
 

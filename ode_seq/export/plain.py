@@ -1,4 +1,5 @@
-"""Which trained models are plain pre-norm Transformers, and their fairseq ``transformer`` weights.
+"""Which trained models are plain pre-norm Transformers, and their fairseq ``transformer`` (or, for a
+language model, ``transformer_lm``) weights.
 
 - An Euler block of the residual-branch field with step size h = 1 is the pre-norm layer:
   y + F(y) = y + a + f(y + a). A block over [0, k] taken in N = k steps (a weight-shared group)
@@ -10,6 +11,8 @@
   (:mod:`ode_seq.layers.time_dependent`), at any step count.
 - ``lora_transformer``: adapters merged, W ← W + (α/r)·B A (:mod:`ode_seq.models.lora`).
 - fairseq's own ``transformer`` trained with the plugin: its weights as they are.
+- The ODE language models (``ode_transformer_lm*``): their decoder as above, written as a
+  pre-norm fairseq ``transformer_lm``.
 
 Anything else (several stages, learned coefficients, another field, a layer history, relative
 positions, adaptive solvers, stable layers) is refused by :class:`NotRepresentable`, naming the
@@ -19,17 +22,20 @@ option that prevents it.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Tuple
+import typing
+from dataclasses import dataclass, fields
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 from fairseq.models.transformer import TransformerModel
+from fairseq.models.transformer_lm import TransformerLanguageModelConfig
 from torch import Tensor, nn
 
 from ode_seq.layers.blocks import ODEBlock
 from ode_seq.layers.layer_history import HistoryBlock
-from ode_seq.models import LoRATransformerModel, ODETransformerModel
+from ode_seq.models import LoRATransformerModel, ODETransformerLanguageModel, ODETransformerModel
 from ode_seq.models.lora import merge_adapters
+from ode_seq.models.ode_transformer import ODEModel
 from ode_seq.solvers import FixedGridSolver
 
 SCALED_BY_STEP = ("self_attn.out_proj.", "encoder_attn.out_proj.", "fc2.")
@@ -42,15 +48,16 @@ class NotRepresentable(ValueError):
 
 @dataclass
 class PlainTransformer:
-    """A fairseq ``transformer``: its state dict and its model options (a plain dict of
-    fairseq's Transformer options, ``arch`` and ``_name`` ``transformer``)."""
+    """A fairseq ``transformer`` or ``transformer_lm``: its state dict and its model options (a
+    plain dict of fairseq's options of that model and its ``_name``; a language model has no
+    encoder layers)."""
 
     state_dict: Dict[str, Tensor]
     config: Dict[str, Any]
 
     @property
     def layers(self) -> Tuple[int, int]:
-        return self.config["encoder_layers"], self.config["decoder_layers"]
+        return self.config.get("encoder_layers", 0), self.config["decoder_layers"]
 
 
 def _check_block(block: nn.Module, side: str, arch: str) -> ODEBlock:
@@ -101,12 +108,12 @@ def _step_weights(block: ODEBlock, step: int) -> Iterator[Tuple[str, Tensor]]:
         yield name, (value * scale).detach().clone()
 
 
-def check_layer_kind(model: ODETransformerModel, arch: str) -> None:
+def check_layer_kind(model: ODEModel, arch: str) -> None:
     if model.layer_kind not in PLAIN_KINDS:
         raise NotRepresentable(f"the {arch} model has {model.layer_kind} layers, which are not Transformer layers")
 
 
-def stack_layers(model: ODETransformerModel, side: str, arch: str) -> Dict[str, Tensor]:
+def stack_layers(model: ODEModel, side: str, arch: str) -> Dict[str, Tensor]:
     """``{side}.layers.*`` of the equivalent fairseq ``transformer``: one layer per Euler step."""
     state: Dict[str, Tensor] = {}
     layer = 0
@@ -120,11 +127,12 @@ def stack_layers(model: ODETransformerModel, side: str, arch: str) -> Dict[str, 
     return state
 
 
-def discrete_state_dict(model: ODETransformerModel, arch: str = "ode_transformer") -> Dict[str, Tensor]:
-    """The state dict of the equivalent fairseq ``transformer``: one layer per Euler step."""
+def discrete_state_dict(model: ODEModel, arch: str = "ode_transformer") -> Dict[str, Tensor]:
+    """The state dict of the equivalent fairseq ``transformer`` (``transformer_lm``): one layer per
+    Euler step."""
     check_layer_kind(model, arch)
     state = {k: v for k, v in model.state_dict().items() if ".layers." not in k}
-    for side in ("encoder", "decoder"):
+    for side in model.stacks:
         state.update(stack_layers(model, side, arch))
     return state
 
@@ -152,10 +160,29 @@ def transformer_config(args: Any, model_class: type, layers: Tuple[int, int]) ->
     return config
 
 
+def transformer_lm_config(args: Any, layers: int) -> Dict[str, Any]:
+    """fairseq's options of ``transformer_lm`` in ``args`` (the rest left out), with ``layers``.
+    A bool where the option is an integer becomes 0/1: fairseq's ``base_lm_architecture`` sets
+    ``base_shuffle = False``, which its own dataclass (``Optional[int]``) refuses on loading."""
+    types = typing.get_type_hints(TransformerLanguageModelConfig)
+    config = {}
+    for f in fields(TransformerLanguageModelConfig):
+        if hasattr(args, f.name):
+            value = getattr(args, f.name)
+            integer = types[f.name] in (int, Optional[int])
+            config[f.name] = int(value) if integer and isinstance(value, bool) else value
+    config.update(_name="transformer_lm", decoder_layers=layers)
+    return config
+
+
 def plain_transformer(model: nn.Module, args: Any) -> PlainTransformer:
-    """The fairseq ``transformer`` equal to ``model`` (in eval mode), built from fairseq's model
-    options ``args``; NotRepresentable when there is none."""
+    """The fairseq ``transformer`` (``transformer_lm`` for a language model) equal to ``model``
+    (in eval mode), built from fairseq's model options ``args``; NotRepresentable when there is
+    none."""
     arch = getattr(args, "arch", type(model).__name__)
+    if isinstance(model, ODETransformerLanguageModel):
+        state = discrete_state_dict(model, arch)
+        return PlainTransformer(state, transformer_lm_config(args, stack_sizes(state)[1]))
     if isinstance(model, ODETransformerModel):
         state = discrete_state_dict(model, arch)
     elif isinstance(model, LoRATransformerModel):

@@ -27,6 +27,7 @@ from .interactive_input import InteractiveInput
 from .last_batch import KeepLastBatch
 from .model_loading import ModelLoading
 from .ngram_blocking import NGramBlocking
+from .numpy_compat import NumpyCompatLong
 from .preprocess_hint import PreprocessHint
 from .restore_file import RestoreFileMustExist
 from .save_dir import SaveDirHint
@@ -71,6 +72,7 @@ FIXES: Dict[str, FairseqFix] = fix_registry(
         TorchrunLaunch(),
         FP16FlatGradsOnCPU(),
         InteractiveInput(),
+        NumpyCompatLong(),
     )
 )
 

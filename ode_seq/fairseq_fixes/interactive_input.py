@@ -48,6 +48,7 @@ class InteractiveInput(FairseqFix):
     plugin (while parsing ``--user-dir``); in any other process there is nothing to patch."""
 
     name = "interactive_input"
+    patches = ("fairseq_cli.interactive.buffered_read",)
 
     def apply(self) -> None:
         interactive = sys.modules.get("fairseq_cli.interactive")

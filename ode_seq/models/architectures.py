@@ -84,31 +84,37 @@ def _preset_values(size: str) -> Dict[str, Any]:
     return values
 
 
-def make_architecture(model: type, size: str, options: Dict[str, Any]) -> Callable[[Any], None]:
-    """A fairseq architecture function for ``model``: size preset ``size`` and ``options`` over
-    the defaults of the model's options, filling only what the command line left unset."""
-    values: Dict[str, Any] = {}
+def fill_defaults(model: type, values: Dict[str, Any], base: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A fairseq architecture function for ``model``: ``values`` over the defaults of the model's
+    ODE options, filling only what the command line left unset, then fairseq's ``base``
+    architecture function for the rest."""
+    defaults: Dict[str, Any] = {}
     for options_class, side in model.option_classes():
-        values.update(option_defaults(options_class, side))
-    values.update(_preset_values(size), **options)
+        defaults.update(option_defaults(options_class, side))
+    defaults.update(values)
 
     def architecture(args) -> None:
-        for key, value in values.items():
+        for key, value in defaults.items():
             if getattr(args, key, None) is None:
                 setattr(args, key, value)
-        base_architecture(args)
+        base(args)
 
     return architecture
 
 
-def one_shared_layer(architecture: Callable[[Any], None], size: str) -> Callable[[Any], None]:
-    """``architecture`` with each stack's share group defaulting to all its layers."""
+def make_architecture(model: type, size: str, options: Dict[str, Any]) -> Callable[[Any], None]:
+    """The architecture of size preset ``size`` with ODE settings ``options``."""
+    return fill_defaults(model, {**_preset_values(size), **options}, base_architecture)
+
+
+def one_shared_layer(architecture: Callable[[Any], None], layers: Dict[str, int]) -> Callable[[Any], None]:
+    """``architecture`` with each stack's share group defaulting to all its layers (``layers``:
+    the preset's layers of each stack)."""
 
     def shared(args) -> None:
-        for side in ("encoder", "decoder"):
+        for side, preset in layers.items():
             if getattr(args, f"{side}_share_group_size", None) is None:
-                layers = getattr(args, f"{side}_layers", None) or SIZES[size][f"{side}_layers"]
-                setattr(args, f"{side}_share_group_size", layers)
+                setattr(args, f"{side}_share_group_size", getattr(args, f"{side}_layers", None) or preset)
         architecture(args)
 
     return shared
@@ -146,5 +152,8 @@ STABLE_ARCHITECTURES: Dict[str, tuple] = {
 }
 for _name, (_size, _options) in STABLE_ARCHITECTURES.items():
     register_model_architecture("stable_ode_transformer", _name)(
-        one_shared_layer(make_architecture(StableODETransformerModel, _size, _options), _size)
+        one_shared_layer(
+            make_architecture(StableODETransformerModel, _size, _options),
+            {side: SIZES[_size][f"{side}_layers"] for side in ("encoder", "decoder")},
+        )
     )

@@ -251,26 +251,30 @@ class ModelOptions:
         return self.encoder if side == "encoder" else self.decoder
 
     @classmethod
-    def read(cls, cfg: Any, kind: Type[LayerKind]) -> "ModelOptions":
+    def read(cls, cfg: Any, kind: Type[LayerKind], sides: Sequence[str] = SIDES) -> "ModelOptions":
         """The options in fairseq's model config ``cfg`` (a TransformerConfig) for a model of
-        layer kind ``kind``, validated."""
-        stacks = [read_options(cfg, StackOptions, side) for side in SIDES]
-        if kind.one_block_per_stack:
-            stacks = [replace(s, share_group_size=getattr(cfg, side).layers) for s, side in zip(stacks, SIDES)]
+        layer kind ``kind`` with the stacks ``sides`` (a language model has only the decoder;
+        a missing stack keeps the defaults and is not validated), validated."""
+        stacks = []
+        for side in SIDES:
+            stack = read_options(cfg, StackOptions, side) if side in sides else StackOptions()
+            if kind.one_block_per_stack and side in sides:
+                stack = replace(stack, share_group_size=getattr(cfg, side).layers)
+            stacks.append(stack)
         kind_options = read_options(cfg, kind.options_class) if kind.options_class else None
         options = cls(*stacks, read_options(cfg, ODEOptions), kind_options)
         check_misspelt_options(
             cfg,
-            [(StackOptions, side) for side in SIDES]
+            [(StackOptions, side) for side in sides]
             + [(ODEOptions, None)]
             + ([(kind.options_class, None)] if kind.options_class else []),
         )
-        options.validate(cfg, kind)
+        options.validate(cfg, kind, sides)
         return options
 
-    def validate(self, cfg: Any, kind: Type[LayerKind]) -> None:
+    def validate(self, cfg: Any, kind: Type[LayerKind], sides: Sequence[str] = SIDES) -> None:
         self.ode.validate()
-        for side in SIDES:
+        for side in sides:
             self.stack(side).validate(side, getattr(cfg, side), self.ode, kind)
         if self.ode.checkpoint_stages and cfg.checkpoint_activations:
             raise ValueError(
@@ -286,12 +290,12 @@ class ModelOptions:
         if (
             ode.coefficients != "fixed"
             and not self.encoder.adaptive
-            and max(self.encoder.stages, self.decoder.stages) == 1
+            and max(self.stack(side).stages for side in sides) == 1
         ):
+            methods = " and ".join(f"--{side}-ode-method {self.stack(side).ode_method}" for side in sides)
             raise ValueError(
                 f"--ode-coefficients {ode.coefficients} weights the stages of multi-stage "
-                f"methods, but --encoder-ode-method {self.encoder.ode_method} and "
-                f"--decoder-ode-method {self.decoder.ode_method} have one stage; choose a method "
+                f"methods, but {methods} {'have' if len(sides) > 1 else 'has'} one stage; choose a method "
                 "such as heun or rk4, or --ode-coefficients fixed"
             )
         if self.kind is not None:

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from ode_seq.layers import LAYER_KINDS
 from ode_seq.layers.blocks import BlockClasses
-from ode_seq.options import add_arguments
+from ode_seq.options import SIDES, add_arguments
 from ode_seq.solvers import EMAWeights, FreeWeights, StageGate
 
 from .config import ModelOptions, ODEOptions, StackOptions
@@ -90,11 +90,14 @@ def initialise_missing_coefficients(model: nn.Module, state_dict: Dict[str, Tens
         )
 
 
-@register_model("ode_transformer")
-class ODETransformerModel(TransformerModel):
-    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``."""
+class ODEModel:
+    """What every ODE model adds to its fairseq model: the ODE options of its stacks and its layer
+    kind, and checkpoint loading that explains parameters that do not fit. A model is this mixin
+    over a fairseq model class, a ``layer_kind``, the ``stacks`` it has and the fairseq options
+    (``add_fairseq_args``) it starts from."""
 
     layer_kind: ClassVar[str] = "standard"
+    stacks: ClassVar[Tuple[str, ...]] = SIDES
 
     @classmethod
     def block_classes(cls) -> BlockClasses:
@@ -102,13 +105,19 @@ class ODETransformerModel(TransformerModel):
 
     @classmethod
     def option_classes(cls) -> List[Tuple[type, Optional[str]]]:
-        """(options class, side) of every option of the model beyond fairseq's Transformer."""
+        """(options class, side) of every option of the model beyond its fairseq model's."""
         kind_options = cls.block_classes().kind.options_class
-        return [(StackOptions, "both"), (ODEOptions, None)] + ([(kind_options, None)] if kind_options else [])
+        stacks: List[Tuple[type, Optional[str]]] = [(StackOptions, side) for side in cls.stacks]
+        return stacks + [(ODEOptions, None)] + ([(kind_options, None)] if kind_options else [])
+
+    @classmethod
+    def add_fairseq_args(cls, parser) -> None:
+        """The options of the fairseq model this one extends."""
+        raise NotImplementedError
 
     @classmethod
     def add_args(cls, parser) -> None:
-        TransformerModel.add_args(parser)
+        cls.add_fairseq_args(parser)
         for options_class, side in cls.option_classes():
             add_arguments(parser, options_class, side)
 
@@ -117,7 +126,7 @@ class ODETransformerModel(TransformerModel):
         """fairseq's config, the model's ODE options (read and validated), the block classes."""
         cfg = TransformerConfig.from_namespace(cfg)
         classes = cls.block_classes()
-        return cfg, ModelOptions.read(cfg, classes.kind), classes
+        return cfg, ModelOptions.read(cfg, classes.kind, cls.stacks), classes
 
     def upgrade_state_dict_named(self, state_dict: Dict[str, Tensor], name: str) -> None:
         """fairseq's upgrades; then, when fine-tuning (--finetune-from-model), the output weights and
@@ -135,6 +144,15 @@ class ODETransformerModel(TransformerModel):
             if "Error(s) in loading state_dict" not in str(error):
                 raise
             raise RuntimeError(parameter_mismatch(self.state_dict(), state_dict)) from error
+
+
+@register_model("ode_transformer")
+class ODETransformerModel(ODEModel, TransformerModel):
+    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``."""
+
+    @classmethod
+    def add_fairseq_args(cls, parser) -> None:
+        TransformerModel.add_args(parser)
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):

@@ -1,0 +1,100 @@
+"""Named architectures of the ODE language models: a size preset of fairseq's ``transformer_lm``
+family plus an ODE setting each.
+
+The sizes are fairseq's: ``lm`` is ``--arch transformer_lm`` (its dataclass defaults),
+``gpt2_tiny`` and ``gpt2_small`` are ``transformer_lm_gpt2_tiny`` / ``_gpt2_small``, ``wiki103``
+is ``transformer_lm_wiki103`` (adaptive input and softmax, no final LayerNorm). Every ODE LM is
+pre-norm (fairseq's ``base_lm_architecture`` sets ``--decoder-normalize-before``, which the
+residual-branch field needs), so ``ode_transformer_lm_euler`` is ``transformer_lm
+--decoder-normalize-before`` (fairseq's plain ``transformer_lm`` is post-norm). Values are
+defaults: the command line wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+from fairseq.models import MODEL_REGISTRY, register_model_architecture
+from fairseq.models.transformer_lm import base_lm_architecture
+
+from .architectures import fill_defaults, one_shared_layer
+from .language_model import ODETransformerLanguageModel  # noqa: F401  (registers the LM models)
+
+GPT2 = dict(dropout=0.1, attention_dropout=0.1, activation_fn="gelu")
+LM_SIZES: Dict[str, Dict[str, Any]] = {
+    "lm": dict(
+        decoder_embed_dim=512,
+        decoder_ffn_embed_dim=2048,
+        decoder_layers=6,
+        decoder_attention_heads=8,
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        activation_fn="relu",
+    ),
+    "gpt2_tiny": dict(
+        decoder_embed_dim=64, decoder_ffn_embed_dim=64, decoder_layers=2, decoder_attention_heads=1, **GPT2
+    ),
+    "gpt2_small": dict(
+        decoder_embed_dim=1024, decoder_ffn_embed_dim=4096, decoder_layers=24, decoder_attention_heads=16, **GPT2
+    ),
+    "wiki103": dict(
+        decoder_embed_dim=1024,
+        decoder_ffn_embed_dim=4096,
+        decoder_layers=16,
+        decoder_attention_heads=8,
+        dropout=0.3,
+        attention_dropout=0.1,
+        activation_dropout=0.1,
+        adaptive_input=True,
+        tie_adaptive_weights=True,
+        adaptive_input_cutoff="20000,60000",
+        adaptive_softmax_cutoff="20000,60000",
+        adaptive_softmax_dropout=0.2,
+        no_decoder_final_norm=True,
+        tie_adaptive_proj=True,
+    ),
+}
+
+# ODE settings: (model, options).
+LM_SETTINGS: Dict[str, tuple] = {
+    "euler": ("ode_transformer_lm", dict()),
+    "rk2": ("ode_transformer_lm", dict(decoder_ode_method="heun")),
+    "rk2_learned": ("ode_transformer_lm", dict(decoder_ode_method="heun", ode_coefficients="learned")),
+    "rk4": ("ode_transformer_lm", dict(decoder_ode_method="rk4")),
+    "parallel": ("ode_transformer_lm", dict(ode_field="parallel-branch")),
+    "nonauto": ("ode_transformer_lm_nonauto", dict()),
+}
+
+# Architecture name: (setting, size).
+LM_ARCHITECTURES: Dict[str, tuple] = {
+    **{f"ode_transformer_lm_{setting}": (setting, "lm") for setting in LM_SETTINGS},
+    **{f"ode_transformer_lm_{s}_{size}": (s, size) for size in ("gpt2_tiny", "gpt2_small") for s in LM_SETTINGS},
+    "ode_transformer_lm_euler_wiki103": ("euler", "wiki103"),
+    "ode_transformer_lm_rk2_learned_wiki103": ("rk2_learned", "wiki103"),
+}
+
+
+def lm_architecture(model: str, size: str, options: Dict[str, Any]) -> Callable[[Any], None]:
+    """The architecture function of model ``model`` at size ``size`` with ODE settings ``options``."""
+    return fill_defaults(MODEL_REGISTRY[model], {**LM_SIZES[size], **options}, base_lm_architecture)
+
+
+register_model_architecture("ode_transformer_lm", "ode_transformer_lm")(lm_architecture("ode_transformer_lm", "lm", {}))
+for _name, (_setting, _size) in LM_ARCHITECTURES.items():
+    _model, _options = LM_SETTINGS[_setting]
+    register_model_architecture(_model, _name)(lm_architecture(_model, _size, _options))
+
+# One shared stable layer over the whole depth [0, L], parallel field (as stable_ode_transformer).
+STABLE_LM_ARCHITECTURES: Dict[str, str] = {
+    "stable_ode_transformer_lm": "lm",
+    "stable_ode_transformer_lm_gpt2_tiny": "gpt2_tiny",
+    "stable_ode_transformer_lm_gpt2_small": "gpt2_small",
+}
+for _name, _size in STABLE_LM_ARCHITECTURES.items():
+    register_model_architecture("stable_ode_transformer_lm", _name)(
+        one_shared_layer(
+            lm_architecture("stable_ode_transformer_lm", _size, dict(ode_field="parallel-branch")),
+            {"decoder": LM_SIZES[_size]["decoder_layers"]},
+        )
+    )

@@ -1,0 +1,96 @@
+"""Shared pieces of the language-model tests: a tiny text corpus binarised by
+``fairseq-preprocess --only-source``, tiny LMs, fairseq-train's command line, float32 tolerances."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import pytest
+import torch
+
+from tests.conftest import TinyTask, build_sized_model, one_torch_thread
+from tests.e2e.cli import run
+from tests.e2e.corpus import WORDS
+
+single_torch_thread = pytest.fixture(autouse=True)(one_torch_thread)
+
+LM_SIZES = {"train": 300, "valid": 20, "test": 20}
+TINY_LM = dict(decoder_embed_dim=32, decoder_ffn_embed_dim=64, decoder_attention_heads=4, decoder_layers=2)
+TINY_TIME = dict(time_features=8, time_hidden_dim=16, time_embed_dim=4)
+FLOAT32_EPS = 2.0**-23
+
+
+def rounding_tolerance(expected: torch.Tensor, evaluations: int, c: float) -> float:
+    """c · ε₃₂ · max|expected| · evaluations: float32 rounding of ``evaluations`` layer
+    evaluations, each off by c units in the last place of the largest value (c stated by the test)."""
+    return c * FLOAT32_EPS * expected.abs().max().item() * evaluations
+
+
+def write_lm_corpus(directory: Path, sizes: Dict[str, int] = LM_SIZES, seed: int = 0) -> None:
+    """``{split}.txt``: lines of 3–12 words, each word followed by its successor with probability
+    ½ (something for a model to learn)."""
+    rng = random.Random(seed)
+    for split, n in sizes.items():
+        lines = []
+        for _ in range(n):
+            words = [rng.randrange(len(WORDS))]
+            for _ in range(rng.randint(2, 11)):
+                words.append((words[-1] + 1) % len(WORDS) if rng.random() < 0.5 else rng.randrange(len(WORDS)))
+            lines.append(" ".join(WORDS[w] for w in words))
+        (directory / f"{split}.txt").write_text("".join(line + "\n" for line in lines))
+
+
+@pytest.fixture(scope="session")
+def lm_data(tmp_path_factory) -> Path:
+    """The binarised corpus (fairseq-preprocess --only-source); the text is in its parent."""
+    raw = tmp_path_factory.mktemp("lm_raw")
+    write_lm_corpus(raw)
+    prefixes = [arg for split in LM_SIZES for arg in (f"--{split}pref", str(raw / f"{split}.txt"))]
+    run("fairseq-preprocess", ["--only-source", *prefixes, "--destdir", str(raw / "bin"), "--workers", "1"])
+    return raw / "bin"
+
+
+def build_lm(arch: str, seed: int = 0, vocab: int = 30, **overrides: Any):
+    """fairseq model ``arch`` at tiny sizes (``overrides`` win), in fp32 on the CPU."""
+    return build_sized_model(arch, TinyTask(vocab), seed, **{**TINY_LM, **overrides})
+
+
+def options_command_line(options: Dict[str, Any]) -> List[str]:
+    """Model option values as command-line arguments (``True`` as a bare flag)."""
+    args: List[str] = []
+    for key, value in options.items():
+        flag = f"--{key.replace('_', '-')}"
+        args += [flag] if value is True else [flag, str(value)]
+    return args
+
+
+def lm_training_args(data_bin: Path, arch: str, options: Dict[str, Any], extra: Sequence[str] = ()) -> List[str]:
+    """fairseq-train's command line for a tiny LM of ``arch`` on ``data_bin``."""
+    return [
+        str(data_bin),
+        "--task",
+        "language_modeling",
+        "--user-dir",
+        "user_dir",
+        "--arch",
+        arch,
+        *options_command_line({**TINY_LM, **options}),
+        "--tokens-per-sample",
+        "32",
+        "--max-tokens",
+        "256",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.001",
+        "--seed",
+        "1",
+        "--no-progress-bar",
+        "--log-format",
+        "simple",
+        "--num-workers",
+        "0",
+        *extra,
+    ]
