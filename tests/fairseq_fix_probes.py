@@ -22,6 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
+import fairseq_cli.interactive  # noqa: F401  (fix interactive_input patches it where fairseq-interactive runs)
 import numpy as np
 import torch
 
@@ -217,6 +218,23 @@ def fp16_on_cpu(work: Path) -> None:
     assert [p.device.type for p in flat.values()] == ["cpu"]
 
 
+def interactive_input(work: Path) -> None:
+    from fairseq_cli import interactive
+
+    (work / "bom.txt").write_bytes(b"\xef\xbb\xbfIn the beginning\r\nGod\r\n")
+    assert list(interactive.buffered_read(str(work / "bom.txt"), 10)) == [["In the beginning", "God"]]
+    (work / "nul.txt").write_bytes(b"one\ntw\x00o\n")
+    expect_error(ValueError, "nul.txt:2: byte 6", list, interactive.buffered_read(str(work / "nul.txt"), 10))
+
+
+def numpy_compat_long(work: Path) -> None:
+    from fairseq.data import TokenBlockDataset
+
+    sentences = [torch.tensor([4, 5, 2]), torch.tensor([6, 2])]
+    blocks = TokenBlockDataset(sentences, [3, 2], block_size=8, pad=1, eos=2, break_mode="eos")
+    assert [blocks[i].tolist() for i in range(len(blocks))] == [[4, 5, 2], [6, 2]]
+
+
 PROBES: Dict[str, Callable[[Path], None]] = {
     probe.__name__: probe
     for probe in (
@@ -232,6 +250,8 @@ PROBES: Dict[str, Callable[[Path], None]] = {
         model_loading,
         torchrun,
         fp16_on_cpu,
+        interactive_input,
+        numpy_compat_long,
     )
 }
 
