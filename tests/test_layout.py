@@ -1,6 +1,7 @@
 """The layout shows the architecture: imports point one way, solvers ← layers ← models ← cli."""
 
 import ast
+import sys
 from pathlib import Path
 
 from tests.e2e.cli import ROOT
@@ -56,3 +57,20 @@ def test_solvers_never_import_fairseq():
         modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         assert not [m for m in modules if m.split(".")[0] == "fairseq"], path
+
+
+def test_files_the_hugging_face_folder_carries_import_only_torch_and_each_other():
+    """The exported custom code runs without ode-seq or fairseq: the files it carries from
+    ode_seq (the solver core, the layer field) import torch, the standard library and each other."""
+    from ode_seq.export.ode_m2m100 import CARRIED
+
+    carried = {Path(path).stem for path in CARRIED}
+    for path in map(Path, CARRIED):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and node.module in carried, (path, node.module)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                for name in names:
+                    top = name.split(".")[0]
+                    assert top == "torch" or top in sys.stdlib_module_names, (path, name)

@@ -1,7 +1,7 @@
 """A Hugging Face folder with custom code (``trust_remote_code=True``) for ODE Transformers with
-Runge–Kutta blocks: M2M100 whose layers run ode-seq's solver core (:mod:`.remote_code`; the
-solver files are copied from :mod:`ode_seq.solvers`), decoder blocks with one cache per (step,
-stage).
+Runge–Kutta blocks: M2M100 whose layers run ode-seq's solver core and layer field
+(:mod:`.remote_code`; the files in ``CARRIED`` are copied from :mod:`ode_seq.solvers` and
+:mod:`ode_seq.layers.fields`), decoder blocks with one cache per (step, stage).
 
 Fixed-grid methods of any tableau, any steps over a weight-shared group's interval, and every
 coefficient mode (fixed, learned, learned-shared, free, free-ones, ema) are carried over; a stack
@@ -23,8 +23,18 @@ from . import m2m100
 from .plain import NotRepresentable, PlainTransformer, stack_layers, stack_sizes, transformer_config
 
 REMOTE_CODE = os.path.join(os.path.dirname(__file__), "remote_code")
-SOLVERS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "solvers")
-SOLVER_CORE = ("tableaus.py", "fixed_grid.py", "observers.py", "coefficients.py")
+PACKAGE = os.path.dirname(os.path.dirname(__file__))
+# The files of ode_seq that the remote code imports, copied unchanged into the folder.
+CARRIED = tuple(
+    os.path.join(PACKAGE, *path)
+    for path in (
+        ("solvers", "tableaus.py"),
+        ("solvers", "fixed_grid.py"),
+        ("solvers", "observers.py"),
+        ("solvers", "coefficients.py"),
+        ("layers", "fields.py"),
+    )
+)
 AUTO_MAP = {
     "AutoConfig": "configuration_ode_m2m100.ODEM2M100Config",
     "AutoModelForSeq2SeqLM": "modeling_ode_m2m100.ODEM2M100ForConditionalGeneration",
@@ -106,8 +116,8 @@ def save(model: ODETransformerModel, args: Any, src_dict, tgt_dict, spm: str | N
     for name in os.listdir(REMOTE_CODE):
         if name.endswith(".py") and name != "__init__.py":
             shutil.copyfile(os.path.join(REMOTE_CODE, name), os.path.join(output, name))
-    for name in SOLVER_CORE:
-        shutil.copyfile(os.path.join(SOLVERS, name), os.path.join(output, name))
+    for path in CARRIED:
+        shutil.copyfile(path, os.path.join(output, os.path.basename(path)))
     config_class = get_class_from_dynamic_module(AUTO_MAP["AutoConfig"], output)
     model_class = get_class_from_dynamic_module(AUTO_MAP["AutoModelForSeq2SeqLM"], output)
     config = config_class(**m2m100.m2m100_options(rk), **options)

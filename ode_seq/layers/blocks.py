@@ -10,9 +10,12 @@ method on its own field (:mod:`.sublayers`); ``block`` (RK-block, the default) i
 
 A block *is* fairseq's layer (a subclass), so it keeps the layer's call signature and parameter
 names: fairseq's encoder/decoder loops run it unchanged and a vanilla pre-norm checkpoint loads
-into an ODE model (only the coefficient parameters are new). Every block is built the same way,
-``Block(cfg, BlockSpec(...))``; a layer kind (:mod:`.kind`) changes what the layer is made of,
-and :func:`register_layer_kind` makes its encoder and decoder classes.
+into an ODE model (only the coefficient parameters are new). fairseq's layer builds the modules;
+the block's F is ``field(z, inputs, t=t)``, the field form (:mod:`.fields`) of the layer's
+sublayers (:mod:`.sublayers`) at solver time t, which the solver evaluates at every stage (the
+layer's own ``forward`` is not used). Every block is built the same way,
+``Block(cfg, BlockSpec(...))``; a layer kind (:mod:`.kind`) changes what the layer is made of
+or the weights θ(t) F uses, and :func:`register_layer_kind` makes its encoder and decoder classes.
 """
 
 from __future__ import annotations
@@ -44,10 +47,11 @@ from ode_seq.solvers import (
     VectorField,
 )
 
-from .fields import LayerField
+from .fields import Sublayer, layer_field
 from .kind import LayerKind
+from .relative_attention import RelativePositionSelfAttention
 from .stage_caches import IncrementalState, reorder_stage_states, stage_state
-from .sublayers import check_sublayer_layer, decoder_sublayers, encoder_sublayers
+from .sublayers import LayerWithWeights, check_sublayer_layer, decoder_sublayers, encoder_sublayers
 
 logger = logging.getLogger(__name__)
 
@@ -105,16 +109,31 @@ class LoggedEvaluations(EvaluationCounter):
         metrics.log_scalar(self.name, self.count, weight=1, round=1)
 
 
-class ODEBlock(LayerKind, LayerField):
-    """What encoder and decoder blocks share: the spec, the solver and the observers."""
+class ODEBlock(LayerKind):
+    """What encoder and decoder blocks share: the spec, the solver, the observers and F.
+
+    fairseq's layer ``__init__`` builds the modules (through its ``build_*`` hooks, which a kind
+    may override); then the block replaces self-attention by relative-position attention if asked,
+    the kind checks the options and finishes the layer (:mod:`.kind`).
+    """
+
+    stream_scale: float = 1.0
+    """h of the residual-branch field F_h (:mod:`.fields`)."""
 
     def __init__(self, cfg: Any, spec: BlockSpec, **layer_options: Any) -> None:
+        super().__init__(cfg, **layer_options)
         self.spec = spec
         self.field_form = spec.field_form
         self.relative_positions = spec.relative_positions
-        self.check_layer_options(cfg)
-        super().__init__(cfg, **layer_options)
         self.solver = spec.solver
+        self.check_layer_options(cfg)
+        if spec.relative_positions > 0:
+            self.self_attn = RelativePositionSelfAttention(
+                self.embed_dim,
+                getattr(cfg, self.side).attention_heads,
+                max_relative_position=spec.relative_positions,
+                dropout=cfg.attention_dropout,
+            )
         if spec.scope == "sublayer":
             check_sublayer_layer(self, cfg)
         combine = getattr(spec.solver, "combine", None)
@@ -127,18 +146,35 @@ class ODEBlock(LayerKind, LayerField):
             self.register_observer(LoggedEvaluations(f"{self.side}_nfe"))
         self.finish_layer(cfg)
 
-    def _timed(
-        self,
-        sublayer: Callable[[Tensor, Optional[IncrementalState]], Tensor],
-        state: Callable[[int, int], Optional[IncrementalState]],
-    ) -> VectorField:
-        """The field of one sublayer at solver time t, with the cache ``state(step, stage)``."""
+    def layer_at(self, t: float) -> Any:
+        """The layer whose modules make F at solver time t: the block itself, or the block with
+        the kind's weights θ(t) (:meth:`~.kind.LayerKind.field_weights`)."""
+        weights = self.field_weights(t)
+        return self if weights is None else LayerWithWeights(self, weights)
 
-        def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
-            self.at_time(t)
-            return sublayer(z, state(step, stage))
+    @staticmethod
+    def sublayers_of(layer: Any, *args: Any, **kwargs: Any) -> List[Sublayer]:
+        """The sublayers of ``layer`` (:mod:`.sublayers`), for the other inputs of ``forward``."""
+        raise NotImplementedError
 
-        return field
+    def sublayers(self, t: float, *args: Any, **kwargs: Any) -> List[Sublayer]:
+        """The sublayers of F at solver time t, for the other inputs of ``forward``."""
+        return self.sublayers_of(self.layer_at(t), *args, **kwargs)
+
+    def field(self, z: Tensor, *args: Any, t: float = 0.0, **kwargs: Any) -> Tensor:
+        """F(z) at solver time t, for the other inputs of ``forward`` (see :mod:`.fields`)."""
+        return layer_field(self.field_form, z, self.sublayers(t, *args, **kwargs), self.stream_scale)
+
+    def _vector_field(self, inputs: Callable[[int, int], Dict[str, Any]]) -> Union[VectorField, SplitField]:
+        """F(t, z, step, stage) with the other inputs ``inputs(step, stage)``; with scope
+        ``sublayer`` the split field of the sublayers' branches."""
+        if self.spec.scope == "block":
+            return lambda t, z, step, stage: self.field(z, t=t, **inputs(step, stage))
+
+        def part(i: int) -> VectorField:
+            return lambda t, z, step, stage: self.sublayers(t, **inputs(step, stage))[i].branch(z)
+
+        return SplitField(tuple(part(i) for i in range(len(self.sublayers_of(self, **inputs(0, 0))))))
 
     def register_observer(self, observer: SolveObserver) -> RemovableHandle:
         """Let ``observer`` see every solve of this block until the handle is removed."""
@@ -170,23 +206,13 @@ class EncoderBlock(ODEBlock, TransformerEncoderLayerBase):
 
     side = "encoder"
 
-    def field(self, z: Tensor, encoder_padding_mask: Optional[Tensor], attn_mask: Optional[Tensor] = None) -> Tensor:
-        """F(z) with the layer's current weights."""
-        _, k = self.run_recording(lambda: TransformerEncoderLayerBase.forward(self, z, encoder_padding_mask, attn_mask))
-        return k
+    sublayers_of = staticmethod(encoder_sublayers)
 
     def vector_field(
         self, encoder_padding_mask: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None
     ) -> Union[VectorField, SplitField]:
-        if self.spec.scope == "sublayer":
-            sublayers = encoder_sublayers(self, encoder_padding_mask, attn_mask)
-            return SplitField(tuple(self._timed(f, lambda step, stage: None) for f in sublayers))
-
-        def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
-            self.at_time(t)
-            return self.field(z, encoder_padding_mask, attn_mask)
-
-        return field
+        inputs = dict(encoder_padding_mask=encoder_padding_mask, attn_mask=attn_mask)
+        return self._vector_field(lambda step, stage: inputs)
 
     def forward(
         self,
@@ -219,10 +245,7 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
             raise TypeError("a decoder block needs a fixed-grid solver (incremental decoding)")
         super().__init__(cfg, spec, no_encoder_attn=no_encoder_attn)
 
-    def field(self, z: Tensor, **layer_inputs: Any):
-        """(F(z), attention) with the layer's current weights."""
-        (_, attn, _), k = self.run_recording(lambda: TransformerDecoderLayerBase.forward(self, z, **layer_inputs))
-        return k, attn
+    sublayers_of = staticmethod(decoder_sublayers)
 
     def vector_field(
         self,
@@ -239,35 +262,19 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
             raise ValueError("ODE decoder blocks keep one cache per stage and cannot take prev_*_attn_state")
         shared = self.encoder_attn if self.share_cross_attention else None
 
-        def state(step: int, stage: int) -> Optional[IncrementalState]:
-            if incremental_state is None:
-                return None
-            return stage_state(self, incremental_state, step, stage, shared)
-
-        if self.spec.scope == "sublayer":
-            sublayers = decoder_sublayers(
-                self,
-                encoder_out,
-                encoder_padding_mask,
-                attentions if attentions is not None else [],
-                **layer_inputs,
-            )
-            return SplitField(tuple(self._timed(f, state) for f in sublayers))
-
-        def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
-            self.at_time(t)
-            k, attn = self.field(
-                z,
+        def inputs(step: int, stage: int) -> Dict[str, Any]:
+            state = None
+            if incremental_state is not None:
+                state = stage_state(self, incremental_state, step, stage, shared)
+            return dict(
                 encoder_out=encoder_out,
                 encoder_padding_mask=encoder_padding_mask,
-                incremental_state=state(step, stage),
+                incremental_state=state,
+                attentions=attentions,
                 **layer_inputs,
             )
-            if attn is not None and attentions is not None:
-                attentions.append(attn)
-            return k
 
-        return field
+        return self._vector_field(inputs)
 
     def forward(self, x: Tensor, *args: Any, **kwargs: Any):
         attentions: List[Tensor] = []

@@ -1,69 +1,99 @@
-"""Vector fields F built from fairseq's own Transformer layers.
+"""The vector field F of a Transformer layer, as a function of its sublayers (torch only).
 
-fairseq's layers add each sublayer's output to the stream through ``residual_connection``.
-Overriding that hook turns the unchanged layer forward into a vector field:
+A layer is a sequence of residual sublayers (self-attention, then the decoder's cross-attention,
+then the feed-forward network). Sublayer i adds its branch s_i to the stream x; for a pre-norm
+layer s_i(x) = Dropout(M_i(LN_i(x))), which is also the sublayer's own field (RK-sublayer blocks
+integrate each s_i in turn). The three fields of a layer are compositions of the s_i:
 
-- ``residual-branch`` (paper form): F(z) = L(z) − z, the layer without its identity path.
-  Encoder: F(z) = a + f with a = SelfAttn(LN1 z), f = FFN(LN2(z + a)); the decoder adds
-  the cross-attention term in the same sequential way. One Euler stage y + F(y) is the
-  pre-norm layer.
-- ``parallel-branch`` (Zhong et al., 2022): every sublayer reads the block input,
-  F(z) = SelfAttn(LN1 z) + FFN(LN2 z) (decoder: + CrossAttn(LN2 z), FFN on LN3 z); Euler on
-  this field is the parallel attention∥FFN layer.
-- ``whole-layer`` (public-code form): F(z) = L(z), residual connections included.
+- ``residual-branch`` (paper form): F_h(z) = Σ_i s_i(z + h Σ_{j<i} s_j), the layer without its
+  identity path. Encoder: F(z) = a + f(z + a) with a = s_a(z); decoder: a + c + f(z + a + c) with
+  c = s_c(z + a). With h = 1 one Euler step y + F(y) is the pre-norm layer; with h ≠ 1 the layer's
+  inner stream advances by h times each branch (a Lie–Trotter splitting), so one Euler step of
+  size h is a pre-norm layer whose output projections are scaled by h.
+- ``parallel-branch`` (Zhong et al., 2022): F(z) = Σ_i s_i(z), every sublayer reading z; Euler on
+  it is the parallel attention∥FFN layer.
+- ``whole-layer`` (public-code form): F(z) = L(z), the layer with its residual connections:
+  x_0 = z, x_i = N_i(r_i ⊙ x_{i−1} + s_i(x_{i−1})), L(z) = x_n, where N_i is the norm after the sum
+  of a post-norm layer and r_i the weight of the identity path (1 unless given).
 
-With ``stream_scale`` h ≠ 1 the residual branch advances the layer's inner stream by h times
-each sublayer output (F_h(z) = a + f(z + h·a), a Lie–Trotter splitting): one Euler step of size h
-is then exactly a pre-norm layer whose output projections are scaled by h.
-
-Dropout masks are drawn afresh at every call, i.e. at every Runge–Kutta stage.
+The two branch forms take no part in N_i or r_i (they need pre-norm layers). Dropout masks are
+drawn afresh at every call, i.e. at every Runge–Kutta stage. This module depends on torch only:
+it takes the sublayers as functions of the stream, so fairseq's layers and the exported Hugging
+Face code (which carries this file unchanged) build F from the same pieces.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 
 from torch import Tensor
 
-from .relative_attention import RelativePositionSelfAttention
-
 FIELD_FORMS = ("residual-branch", "parallel-branch", "whole-layer")
 
+Branch = Callable[[Tensor], Tensor]
 
-class LayerField:
-    """Mixin for a fairseq layer: records Σ sublayer outputs through ``residual_connection``,
-    and builds Shaw relative self-attention when ``relative_positions`` > 0."""
 
-    side: str  # "encoder" or "decoder"
-    field_form: str = "residual-branch"
-    relative_positions: int = 0
-    stream_scale: float = 1.0
-    _branch: Optional[Tensor] = None
+@dataclass(frozen=True)
+class Sublayer:
+    """One residual sublayer x ↦ N(r ⊙ x + s(x)): its ``branch`` s, the ``norm_after`` N of a
+    post-norm layer (None: identity) and the ``residual_weight`` r (None: 1)."""
 
-    def residual_connection(self, x: Tensor, residual: Tensor) -> Tensor:
-        if self.field_form == "whole-layer":
-            return residual + x
-        self._branch = x if self._branch is None else self._branch + x
-        if self.field_form == "parallel-branch":
-            return residual
-        return residual + x if self.stream_scale == 1.0 else residual + self.stream_scale * x
+    branch: Branch
+    norm_after: Optional[Branch] = None
+    residual_weight: Optional[Tensor] = None
 
-    def run_recording(self, forward: Callable[[], Any]) -> Tuple[Any, Tensor]:
-        """(the layer's output, F(z)) for one call of its unchanged forward."""
-        self._branch = None
-        try:
-            out = forward()
-        finally:
-            branch, self._branch = self._branch, None
-        layer_output = out[0] if isinstance(out, tuple) else out
-        return out, layer_output if self.field_form == "whole-layer" else branch
 
-    def build_self_attention(self, embed_dim, cfg, *args, **kwargs):
-        if self.relative_positions == 0:
-            return super().build_self_attention(embed_dim, cfg, *args, **kwargs)
-        return RelativePositionSelfAttention(
-            embed_dim,
-            getattr(cfg, self.side).attention_heads,
-            max_relative_position=self.relative_positions,
-            dropout=cfg.attention_dropout,
-        )
+def feed_forward(
+    u: Tensor,
+    fc1: Branch,
+    activation: Branch,
+    activation_dropout: Branch,
+    fc2: Branch,
+    dropout: Branch,
+    hidden_norm: Optional[Branch] = None,
+) -> Tensor:
+    """FFN(u) = Dropout(W_2 N_h(ActDropout(act(W_1 u)))), N_h the identity unless given."""
+    hidden = activation_dropout(activation(fc1(u)))
+    if hidden_norm is not None:
+        hidden = hidden_norm(hidden)
+    return dropout(fc2(hidden))
+
+
+def residual_branch(z: Tensor, sublayers: Sequence[Sublayer], stream_scale: float = 1.0) -> Tensor:
+    """F_h(z) = Σ_i s_i(z + h Σ_{j<i} s_j), h = ``stream_scale`` (h = 0: every s_i reads z)."""
+    x, total = z, None
+    for i, sublayer in enumerate(sublayers):
+        s = sublayer.branch(x)
+        total = s if total is None else total + s
+        if stream_scale != 0.0 and i + 1 < len(sublayers):
+            x = x + s if stream_scale == 1.0 else x + stream_scale * s
+    assert total is not None, "a layer has at least one sublayer"
+    return total
+
+
+def parallel_branch(z: Tensor, sublayers: Sequence[Sublayer]) -> Tensor:
+    """F(z) = Σ_i s_i(z), the residual branch with h = 0."""
+    return residual_branch(z, sublayers, stream_scale=0.0)
+
+
+def whole_layer(z: Tensor, sublayers: Sequence[Sublayer]) -> Tensor:
+    """L(z) = x_n, x_i = N_i(r_i ⊙ x_{i−1} + s_i(x_{i−1})), x_0 = z."""
+    x = z
+    for sublayer in sublayers:
+        s = sublayer.branch(x)
+        x = (x if sublayer.residual_weight is None else sublayer.residual_weight * x) + s
+        if sublayer.norm_after is not None:
+            x = sublayer.norm_after(x)
+    return x
+
+
+def layer_field(form: str, z: Tensor, sublayers: Sequence[Sublayer], stream_scale: float = 1.0) -> Tensor:
+    """F(z) of the field ``form`` (one of ``FIELD_FORMS``) of a layer made of ``sublayers``."""
+    if form == "residual-branch":
+        return residual_branch(z, sublayers, stream_scale)
+    if form == "parallel-branch":
+        return parallel_branch(z, sublayers)
+    if form == "whole-layer":
+        return whole_layer(z, sublayers)
+    raise ValueError(f"field form {form!r} is not valid; choose one of: {', '.join(FIELD_FORMS)}")

@@ -1,14 +1,18 @@
 """A layer kind: how one kind of Runge–Kutta block differs from the standard one.
 
 A kind is a mixin over the block classes of :mod:`.blocks`. It overrides fairseq's own layer
-hooks (``build_self_attention``, ``build_fc1``, …) and the hooks below, and is registered once
-with :func:`.blocks.register_layer_kind`, which makes its encoder and decoder block classes.
-The standard kind is :class:`LayerKind` itself.
+hooks (``build_self_attention``, ``build_fc1``, …), which build the modules F is made of, and the
+hooks below, and is registered once with :func:`.blocks.register_layer_kind`, which makes its
+encoder and decoder block classes. The standard kind is :class:`LayerKind` itself. A kind whose
+field is not made of the standard sublayers (:mod:`.sublayers`) overrides the block's
+``sublayers``.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional, Tuple
+from typing import Any, ClassVar, Dict, Optional, Tuple
+
+from torch import Tensor
 
 from ode_seq.solvers import ButcherTableau
 
@@ -36,10 +40,13 @@ class LayerKind:
         return None
 
     def check_layer_options(self, cfg: Any) -> None:
-        """Refuse fairseq layer options the kind does not support; runs before the layer is built."""
+        """Refuse fairseq layer options the kind does not support; runs once fairseq has built
+        the layer and the block knows its spec, before :meth:`finish_layer`."""
 
     def finish_layer(self, cfg: Any) -> None:
         """Change the layer fairseq has built (norms, initialisation, parameters)."""
 
-    def at_time(self, t: float) -> None:
-        """Make the layer's weights those of solver time t; runs before every stage."""
+    def field_weights(self, t: float) -> Optional[Dict[str, Tensor]]:
+        """The weights θ(t) of F at solver time t by parameter name (they replace the layer's
+        parameters for that evaluation), or None: the layer's own parameters."""
+        return None

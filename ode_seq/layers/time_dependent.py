@@ -8,8 +8,9 @@ solver's nodes are c = (1,)); a multi-stage method evaluates stage i at its own 
 (:mod:`.fields`), so at T = N = L each Euler step is exactly a pre-norm layer with weights
 θ((n+1)/L): the model exports to a plain L-layer Transformer.
 
-The layer's own parameters are removed; before every stage the weights θ(τ) are installed into
-it (:mod:`.time_weights`), so fairseq's unchanged layer code runs with time-dependent weights.
+The layer's own parameters are removed (θ(τ), :mod:`.time_weights`, starts from them); every
+evaluation of F at time t passes the weights θ(t/T) to the layer's modules
+(:meth:`~.kind.LayerKind.field_weights`).
 """
 
 from __future__ import annotations
@@ -103,17 +104,18 @@ class TimeDependentLayer(LayerKind):
             time.rank,
             networks=network if time.network == "per-weight" else None,
         )
-        for name, p in own:
+        for name, _ in own:
             module, leaf = _owner(self, name)
             del module._parameters[leaf]
-            setattr(module, leaf, p.detach())
-        self.stream_scale = self.solver.step_size
+
+    @property
+    def stream_scale(self) -> float:
+        """F_h advances the layer's inner stream by the step size h."""
+        return self.solver.step_size
 
     def weights_at(self, tau: float) -> Dict[str, Tensor]:
         """θ(τ) for every parameter name of the layer."""
         return self.theta.at(tau, getattr(self, "time_embedding", None))
 
-    def at_time(self, t: float) -> None:
-        for name, value in self.weights_at(t / self.solver.interval).items():
-            module, leaf = _owner(self, name)
-            setattr(module, leaf, value)
+    def field_weights(self, t: float) -> Dict[str, Tensor]:
+        return self.weights_at(t / self.solver.interval)

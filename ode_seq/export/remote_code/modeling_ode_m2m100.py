@@ -1,10 +1,11 @@
 """M2M100 with Runge–Kutta blocks, run by ode-seq's solver core (``fixed_grid.py``,
-``tableaus.py``, ``coefficients.py``, copied from ``ode_seq/solvers``); shipped in an exported
-folder and loaded with ``trust_remote_code=True``.
+``tableaus.py``, ``coefficients.py``, copied from ``ode_seq/solvers``) and its layer field
+(``fields.py``, copied from ``ode_seq/layers``); shipped in an exported folder and loaded with
+``trust_remote_code=True``.
 
 Each block integrates the residual-branch field of its (pre-norm) layer over [0, T] in N steps,
 k_i = F(z_n + h Σ_j a_ij k_j), z_{n+1} = z_n + h Σ_i w_i k_i, with w the tableau's b or the
-trained coefficients (``combiner``):
+trained coefficients (``combiner``), F built by ``fields.residual_branch`` from M2M100's sublayers:
 
 - encoder: F(z) = a + f(z + a), a = SelfAttn(LN₁ z), f = FFN(LN₂(z + a));
 - decoder: F(z) = a + c + f(z + a + c), c = CrossAttn(LN₂(z + a)), f = FFN(LN₃(z + a + c)).
@@ -25,6 +26,7 @@ from transformers.models.m2m_100.modeling_m2m_100 import M2M100DecoderLayer, M2M
 
 from .coefficients import build_combiner
 from .configuration_ode_m2m100 import ODEM2M100Config
+from .fields import Sublayer, feed_forward, residual_branch
 from .fixed_grid import FixedGridSolver
 from .tableaus import get_tableau
 
@@ -50,16 +52,30 @@ def is_plain(config: ODEM2M100Config, side: str) -> bool:
     )
 
 
-class FeedForwardBranch:
-    """f(x) = FFN(LN(x)) of an M2M100 layer, without its residual."""
+class SharedSublayers:
+    """What the fields of M2M100's encoder and decoder layers share: dropouts and the FFN sublayer."""
 
-    def feed_forward(self, x: Tensor) -> Tensor:
-        hidden = self.activation_fn(self.fc1(self.final_layer_norm(x)))
-        hidden = nn.functional.dropout(hidden, p=self.activation_dropout, training=self.training)
-        return nn.functional.dropout(self.fc2(hidden), p=self.dropout, training=self.training)
+    def apply_dropout(self, x: Tensor) -> Tensor:
+        return nn.functional.dropout(x, p=self.dropout, training=self.training)
+
+    def apply_activation_dropout(self, x: Tensor) -> Tensor:
+        return nn.functional.dropout(x, p=self.activation_dropout, training=self.training)
+
+    def feed_forward_sublayer(self) -> Sublayer:
+        """f(x) = Dropout(FFN(LN(x)))."""
+        return Sublayer(
+            lambda x: feed_forward(
+                self.final_layer_norm(x),
+                self.fc1,
+                self.activation_fn,
+                self.apply_activation_dropout,
+                self.fc2,
+                self.apply_dropout,
+            )
+        )
 
 
-class ODEM2M100EncoderLayer(FeedForwardBranch, M2M100EncoderLayer):
+class ODEM2M100EncoderLayer(SharedSublayers, M2M100EncoderLayer):
     """A Runge–Kutta block over M2M100's (pre-norm) encoder layer."""
 
     def __init__(self, config: ODEM2M100Config) -> None:
@@ -68,16 +84,19 @@ class ODEM2M100EncoderLayer(FeedForwardBranch, M2M100EncoderLayer):
         self.combiner = self.solver.combine
 
     def field(self, z: Tensor, attention_mask: Tensor, **kwargs: Any) -> Tensor:
-        """F(z) = a + f(z + a): the layer's sublayer outputs without its identity paths."""
-        a, _ = self.self_attn(hidden_states=self.self_attn_layer_norm(z), attention_mask=attention_mask, **kwargs)
-        a = nn.functional.dropout(a, p=self.dropout, training=self.training)
-        return a + self.feed_forward(z + a)
+        """F(z) = a + f(z + a), a(x) = Dropout(SelfAttn(LN₁ x))."""
+
+        def attention(x: Tensor) -> Tensor:
+            a, _ = self.self_attn(hidden_states=self.self_attn_layer_norm(x), attention_mask=attention_mask, **kwargs)
+            return self.apply_dropout(a)
+
+        return residual_branch(z, [Sublayer(attention), self.feed_forward_sublayer()])
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor, **kwargs: Any) -> Tensor:
         return self.solver.solve(lambda t, z, step, stage: self.field(z, attention_mask, **kwargs), hidden_states)
 
 
-class ODEM2M100DecoderLayer(FeedForwardBranch, M2M100DecoderLayer):
+class ODEM2M100DecoderLayer(SharedSublayers, M2M100DecoderLayer):
     """A Runge–Kutta block over M2M100's (pre-norm) decoder layer, one cache per (step, stage)."""
 
     def __init__(self, config: ODEM2M100Config, layer_idx: int) -> None:
@@ -132,18 +151,25 @@ class ODEM2M100DecoderLayer(FeedForwardBranch, M2M100DecoderLayer):
         new: List[Tuple[Tensor, Tensor]] = []
         stages = self.solver.tableau.stages
 
-        def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
-            a = self.self_attention(self.self_attn_layer_norm(z), step * stages + stage, past, new)
-            a = nn.functional.dropout(a, p=self.dropout, training=self.training)
+        def cross_attention(x: Tensor) -> Tensor:
             c, _ = self.encoder_attn(
-                hidden_states=self.encoder_attn_layer_norm(z + a),
+                hidden_states=self.encoder_attn_layer_norm(x),
                 key_value_states=encoder_hidden_states,
                 attention_mask=encoder_attention_mask,
                 cache=cache,
                 **kwargs,
             )
-            c = nn.functional.dropout(c, p=self.dropout, training=self.training)
-            return a + c + self.feed_forward(z + a + c)
+            return self.apply_dropout(c)
+
+        def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
+            """F(z) = a + c + f(z + a + c) with the self-attention cache of (step, stage)."""
+
+            def self_attention(x: Tensor) -> Tensor:
+                a = self.self_attention(self.self_attn_layer_norm(x), step * stages + stage, past, new)
+                return self.apply_dropout(a)
+
+            sublayers = [Sublayer(self_attention), Sublayer(cross_attention), self.feed_forward_sublayer()]
+            return residual_branch(z, sublayers)
 
         y = self.solver.solve(field, hidden_states)
         if self_cache is not None and use_cache:

@@ -60,10 +60,10 @@ class StableLayer(LayerKind):
             raise ValueError("stable ODE blocks do not support --quant-noise-pq; set it to 0")
 
     def _attention(self, embed_dim: int, cfg: Any, **kwargs: Any) -> StableMultiheadAttention:
+        """Dot-product attention; :meth:`finish_layer` sets the kernel the options ask for."""
         return StableMultiheadAttention(
             embed_dim,
             getattr(cfg, self.side).attention_heads,
-            kernel=self.spec.options.attention_kernel,
             dropout=cfg.attention_dropout,
             **kwargs,
         )
@@ -89,21 +89,28 @@ class StableLayer(LayerKind):
     def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
         return nn.Linear(input_dim, output_dim, bias=False)
 
-    def _field_linears(self) -> Iterator[nn.Linear]:
+    def _attentions(self) -> Iterator[StableMultiheadAttention]:
         for attention in (self.self_attn, getattr(self, "encoder_attn", None)):
             if attention is not None:
-                yield from (getattr(attention, name) for name in PROJECTIONS)
+                yield attention
+
+    def _field_linears(self) -> Iterator[nn.Linear]:
+        for attention in self._attentions():
+            yield from (getattr(attention, name) for name in PROJECTIONS)
         yield self.fc1
         yield self.fc2
 
     def finish_layer(self, cfg: Any) -> None:
-        """CenterNorm for every LayerNorm of the field; spectral-norm-1 projections."""
+        """The attention kernel; CenterNorm for every LayerNorm of the field; spectral-norm-1
+        projections."""
         scaled = [getattr(self, name, None) for name in ("attn_ln", "ffn_layernorm", "w_resid")]
         if any(module is not None for module in scaled):
             raise ValueError(
                 "stable ODE blocks do not support --scale-attn, --scale-fc or --scale-resids "
                 "(they add LayerNorms or residual weights to the field)"
             )
+        for attention in self._attentions():
+            attention.kernel = self.spec.options.attention_kernel
         for name in NORMS:
             if getattr(self, name, None) is not None:
                 setattr(self, name, CenterNorm(self.embed_dim))
