@@ -8,7 +8,7 @@ cut short keeps what it finished):
   cast to bf16). The error is max |Δ log p| over the target positions. fp32 passes at
   ``FP32_TOLERANCE``; bf16 passes when its error is at most ``BF16_FACTOR`` × the error bf16
   rounding itself makes (max |log p_bf16 − log p_fp32| of the full forward), and finite.
-- training: a few updates of every model family (:mod:`benchmarks.model_families`, and the plain
+- training: a few updates of every model family (:mod:`ode_seq.models.families`, and the plain
   residual model) through fairseq's own Trainer with ``--fp16`` and with ``--bf16``, as
   fairseq-train runs them: passes when no step raises and every loss is finite.
 - adaptive: the dopri5 encoder in fp16 and bf16 against fp32: field evaluations and the relative
@@ -21,26 +21,23 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TextIO, Tuple
 
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
 
-import torch  # noqa: E402
-from fairseq.data import Dictionary  # noqa: E402
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY  # noqa: E402
-
-from benchmarks.inprocess import ROOT, fairseq_trainer  # noqa: E402
-from benchmarks.model_families import FEATURES, command_line  # noqa: E402
-from ode_seq.analysis.solver_counts import adaptive_blocks  # noqa: E402
-from ode_seq.solvers import EvaluationCounter  # noqa: E402
-from ode_seq.solvers.coefficients import COEFFICIENT_MODES  # noqa: E402
-from ode_seq.solvers.tableaus import TABLEAUS  # noqa: E402
+import user_dir  # noqa: F401  (registers the models, applies the fairseq fixes)
+from ode_seq.analysis.solver_counts import adaptive_blocks
+from ode_seq.models.by_name import DictionaryTask, build_model, random_batch, word_dictionary
+from ode_seq.models.families import FEATURES, command_line
+from ode_seq.models.in_process import PLUGIN_DIR, fairseq_trainer
+from ode_seq.models.incremental_decoding import full_and_incremental_log_probs, max_difference
+from ode_seq.solvers import EvaluationCounter
+from ode_seq.solvers.coefficients import COEFFICIENT_MODES
+from ode_seq.solvers.tableaus import TABLEAUS
 
 FP32_TOLERANCE = 1e-4
 BF16_FACTOR = 2.0
@@ -78,66 +75,6 @@ GPU_SIZES = Sizes(embed_dim=512, heads=8, layers=2, vocab=1000, lengths=(12, 7, 
 SMOKE_SIZES = Sizes(embed_dim=32, heads=4, layers=2, vocab=30, lengths=(6, 3, 8, 5))
 
 
-class Task:
-    """The two dictionaries fairseq's ``build_model`` reads from a task: ``vocab`` words."""
-
-    def __init__(self, vocab: int) -> None:
-        d = Dictionary()
-        for i in range(vocab):
-            d.add_symbol(f"w{i}")
-        self.source_dictionary = self.target_dictionary = d
-
-
-def build_model(arch: str, task: Task, seed: int = 0, **options: Any) -> torch.nn.Module:
-    """fairseq model ``arch`` with the given option values, on the CPU in fp32."""
-    args = argparse.Namespace(**options)
-    ARCH_CONFIG_REGISTRY[arch](args)
-    torch.manual_seed(seed)
-    return ARCH_MODEL_REGISTRY[arch].build_model(args, task)
-
-
-def random_batch(task: Task, lengths: Sequence[int], seed: int = 0, device: str = "cpu"):
-    """(src_tokens, src_lengths, prev_output_tokens) with left-padded sources and right-padded
-    targets, as fairseq batches them."""
-    g = torch.Generator().manual_seed(seed)
-    d = task.source_dictionary
-    bsz, longest = len(lengths), max(lengths)
-    src = torch.full((bsz, longest), d.pad())
-    tgt = torch.full((bsz, longest + 1), d.pad())
-    for i, n in enumerate(lengths):
-        src[i, longest - n :] = torch.randint(d.nspecial, len(d), (n,), generator=g)
-        tgt[i, 0] = d.eos()
-        tgt[i, 1 : n + 1] = torch.randint(d.nspecial, len(d), (n,), generator=g)
-    return src.to(device), torch.tensor(lengths, device=device), tgt.to(device)
-
-
-def full_and_incremental_log_probs(model, task: Task, lengths: Sequence[int], seed: int = 0):
-    """(full forward, one position at a time with incremental state) log-probabilities as fp32,
-    and the mask of non-pad target positions; ``model`` must be in eval mode."""
-    device = next(model.parameters()).device
-    src, src_lengths, prev = random_batch(task, lengths, seed=seed, device=device)
-    with torch.no_grad():
-        full = model.get_normalized_probs(model(src, src_lengths, prev), log_probs=True).float()
-        encoder_out = model.encoder(src, src_lengths=src_lengths)
-        state, steps = {}, []
-        for t in range(prev.size(1)):
-            out = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
-            steps.append(model.get_normalized_probs(out, log_probs=True).float())
-    return full, torch.cat(steps, dim=1), prev.ne(task.target_dictionary.pad())
-
-
-def max_difference(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
-    """max |a − b| over the positions in ``mask`` (last dimension: the vocabulary); NaN if any is."""
-    return (a - b).abs().amax(dim=-1)[mask].max().item()
-
-
-def incremental_decoding_error(model, task: Task, lengths: Sequence[int], seed: int = 0) -> float:
-    """Largest |Δ log p| over non-pad target positions between the full forward pass and
-    incremental decoding (the model must be in eval mode)."""
-    full, incremental, mask = full_and_incremental_log_probs(model, task, lengths, seed)
-    return max_difference(full, incremental, mask)
-
-
 def method_modes() -> Iterator[Tuple[str, str]]:
     """Every fixed-grid method with every coefficient mode it admits (only ``fixed`` weights a
     one-stage method)."""
@@ -150,7 +87,7 @@ def method_modes() -> Iterator[Tuple[str, str]]:
 def decoding_checks(sizes: Sizes, device: str) -> Iterator[Dict[str, Any]]:
     """Every method and mode; with the smoke sizes, every method with fixed weights and RK4 with
     every mode (the test suite checks all of them on the CPU)."""
-    task = Task(sizes.vocab)
+    task = DictionaryTask(word_dictionary(sizes.vocab))
     for method, mode in method_modes():
         if sizes == SMOKE_SIZES and mode != "fixed" and method != "rk4":
             continue
@@ -208,7 +145,7 @@ def training_arguments(
     args = [
         data_bin,
         "--user-dir",
-        os.path.join(ROOT, "user_dir"),
+        PLUGIN_DIR,
         "--arch",
         arch,
         *command_line(size_options),
@@ -282,7 +219,7 @@ def training_checks(sizes: Sizes, device: str, data_bin: str) -> Iterator[Dict[s
 def adaptive_checks(sizes: Sizes, device: str) -> Iterator[Dict[str, Any]]:
     """The dopri5 encoder's output in fp16 and bf16 against fp32, beside the same shared layer on
     RK4's fixed grid: passes when its relative error is at most ``ADAPTIVE_FACTOR`` × RK4's."""
-    task = Task(sizes.vocab)
+    task = DictionaryTask(word_dictionary(sizes.vocab))
     arch, family_options = FEATURES["dopri5, parallel field, shared weights"]
     src, lengths, _ = random_batch(task, sizes.lengths, seed=5, device=device)
 

@@ -19,22 +19,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, TextIO
 
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import sacrebleu
+import torch
+from fairseq import utils
+from fairseq.sequence_generator import SequenceGenerator
 
-import sacrebleu  # noqa: E402
-import torch  # noqa: E402
-from fairseq import utils  # noqa: E402
-from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
-
-from benchmarks.inprocess import ROOT, fairseq_trainer  # noqa: E402
-from benchmarks.model_families import command_line  # noqa: E402
+import user_dir  # noqa: F401  (registers the models, applies the fairseq fixes)
+from ode_seq.models.families import command_line
+from ode_seq.models.in_process import PLUGIN_DIR, fairseq_trainer
 
 # configuration → (architecture, encoder layers); decoders have as many layers as a 6-6 model's.
 CONFIGS = {
@@ -74,7 +71,7 @@ class Recipe:
         args = [
             data_bin,
             "--user-dir",
-            os.path.join(ROOT, "user_dir"),
+            PLUGIN_DIR,
             "--arch",
             arch,
             *command_line(sizes),

@@ -1,23 +1,19 @@
 """Time the M2 scorer on a synthetic test set the size of CoNLL-2014 (1,312 sentences, ~23 tokens,
 two annotators, system outputs with 0–3 token edits against gold edits of 0–4).
 
-    python benchmarks/m2_scorer_speed.py [--sentences 1312] [--seed 0]
+    python -m benchmarks.m2_scorer_speed [--sentences 1312] [--seed 0]
 
 Prints the wall and CPU time and P/R/F0.5; the number is machine-dependent, so no test asserts it.
 """
 
 import argparse
-import os
 import random
-import sys
 import time
 from typing import List, Tuple
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from ode_seq.metrics.m2 import M2Scorer  # noqa: E402
-from ode_seq.metrics.m2_align import align_edits  # noqa: E402
-from ode_seq.metrics.m2_format import format_block, parse_m2  # noqa: E402
+from ode_seq.metrics.m2 import M2Scorer
+from ode_seq.metrics.m2_align import align_edits
+from ode_seq.metrics.m2_format import format_block, parse_m2
 
 FUNCTION_WORDS = ["the", "a", "of", "to", "in", "is", "are", "and", ",", ".", "that", "it", "for"]
 

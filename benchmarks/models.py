@@ -3,17 +3,16 @@ way fairseq-train builds them, at one width and with the same dropout everywhere
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from typing import Any, Dict
 
 import torch
 from fairseq.data import Dictionary
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from torch import nn
 
-import user_dir  # noqa: F401  (registers ode_transformer)
+import user_dir  # noqa: F401  (registers ode_transformer, applies the fairseq fixes)
 from benchmarks.settings import Settings
+from ode_seq.models.by_name import DictionaryTask, build_model
 
 
 @dataclass(frozen=True)
@@ -52,17 +51,13 @@ def ode(
     )
 
 
-class _Task:
-    """The two dictionaries fairseq's ``build_model`` reads from a task."""
-
-    def __init__(self, dictionary: Dictionary) -> None:
-        self.source_dictionary = self.target_dictionary = dictionary
-
-
 def build(spec: ModelSpec, settings: Settings, dictionary: Dictionary) -> nn.Module:
     """The model of ``spec`` at the run's width, seeded, on the run's device."""
     d = settings.embed_dim
-    args = argparse.Namespace(
+    model = build_model(
+        spec.arch,
+        DictionaryTask(dictionary),
+        seed=settings.seed,
         encoder_embed_dim=d,
         decoder_embed_dim=d,
         encoder_ffn_embed_dim=settings.ffn_dim,
@@ -76,7 +71,4 @@ def build(spec: ModelSpec, settings: Settings, dictionary: Dictionary) -> nn.Mod
         activation_dropout=0.1,
         **spec.options,
     )
-    ARCH_CONFIG_REGISTRY[spec.arch](args)
-    torch.manual_seed(settings.seed)
-    model = ARCH_MODEL_REGISTRY[spec.arch].build_model(args, _Task(dictionary))
     return model.to(torch.device(settings.device))

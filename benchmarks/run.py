@@ -17,20 +17,17 @@ import sys
 from dataclasses import asdict
 from typing import Callable, Dict, List, Optional, Sequence
 
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
 
-import torch  # noqa: E402
-
-from benchmarks.compiled_blocks import run_compiled_blocks  # noqa: E402
-from benchmarks.context import RunContext  # noqa: E402
-from benchmarks.data import build_dictionary  # noqa: E402
-from benchmarks.decoder_step import run_decoder_step  # noqa: E402
-from benchmarks.generation import run_generation  # noqa: E402
-from benchmarks.rk_overhead import run_rk_overhead  # noqa: E402
-from benchmarks.settings import Settings, parse_settings  # noqa: E402
-from benchmarks.table import Row, markdown  # noqa: E402
-from benchmarks.training import run_training  # noqa: E402
+from benchmarks.compiled_blocks import run_compiled_blocks
+from benchmarks.context import RunContext
+from benchmarks.data import build_dictionary
+from benchmarks.decoder_step import run_decoder_step
+from benchmarks.generation import run_generation
+from benchmarks.rk_overhead import run_rk_overhead
+from benchmarks.settings import Settings, parse_settings
+from benchmarks.table import Row, markdown
+from benchmarks.training import run_training
 
 SECTION_RUNNERS: Dict[str, Callable[[RunContext], List[Row]]] = {
     "training": run_training,

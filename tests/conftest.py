@@ -17,8 +17,9 @@ from fairseq.models import FairseqDecoder, FairseqEncoderDecoderModel  # noqa: E
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 import user_dir  # noqa: E402,F401  (registers models and architectures)
-from benchmarks.gpu_checks import Task, incremental_decoding_error, random_batch  # noqa: E402,F401
-from benchmarks.gpu_checks import build_model as build_sized_model  # noqa: E402
+from ode_seq.models.by_name import DictionaryTask, random_batch, word_dictionary  # noqa: E402,F401
+from ode_seq.models.by_name import build_model as build_sized_model  # noqa: E402
+from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, model_precision  # noqa: E402
 
 TINY = dict(
     encoder_embed_dim=32,
@@ -32,11 +33,11 @@ TINY = dict(
 )
 
 
-class TinyTask(Task):
-    """The two dictionaries fairseq's build_model reads from a task."""
+class TinyTask(DictionaryTask):
+    """The two dictionaries fairseq's build_model reads from a task: ``vocab`` words."""
 
     def __init__(self, vocab: int = 30) -> None:
-        super().__init__(vocab)
+        super().__init__(word_dictionary(vocab))
 
 
 def build_model(arch: str, task: TinyTask | None = None, seed: int = 0, **overrides):
@@ -61,30 +62,48 @@ class RecomputingDecoder(FairseqDecoder):
         return self.inner.max_positions()
 
 
-def beam_search_with_and_without_caches(model, task: TinyTask, beam: int, max_len_b: int):
-    """Per sentence of a fixed batch, (hypotheses with incremental caches, hypotheses from a
-    decoder that recomputes the whole prefix at every step)."""
+def assert_beam_search_with_caches_equals_prefix_recomputation(model, task: TinyTask, beam: int, max_len_b: int):
+    """Per sentence of a fixed batch, beam search with incremental caches gives the hypotheses of a
+    decoder that recomputes the whole prefix at every step: the same tokens, and positional scores
+    equal up to rounding over the layer evaluations of one teacher-forced pass."""
     reference = FairseqEncoderDecoderModel(model.encoder, RecomputingDecoder(model.decoder)).eval()
-    src, lengths, _ = random_batch(task, [7, 5, 9], seed=2)
+    src, lengths, prev = random_batch(task, [7, 5, 9], seed=2)
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
     outputs = []
     for m in (model, reference):
         generator = SequenceGenerator([m], task.target_dictionary, beam_size=beam, max_len_b=max_len_b)
         outputs.append(generator.generate([m], sample))
-    return list(zip(*outputs))
+    with LayerEvaluations(model) as evaluations, torch.no_grad():
+        model(src, lengths, prev)
+    precision = model_precision(next(model.parameters()).dtype)
+    for cached, recomputed in zip(*outputs):
+        assert len(cached) == len(recomputed) == beam
+        for a, b in zip(cached, recomputed):
+            assert torch.equal(a["tokens"], b["tokens"])
+            assert_equal_up_to_rounding(a["positional_scores"], b["positional_scores"], evaluations.count, precision)
 
 
-def assert_same_hypotheses(cached, recomputed) -> None:
-    """Same tokens, positional scores within 1e-5, hypothesis by hypothesis."""
-    for a, b in zip(cached, recomputed):
-        assert torch.equal(a["tokens"], b["tokens"])
-        torch.testing.assert_close(a["positional_scores"], b["positional_scores"], atol=1e-5, rtol=0)
+THREADS_VARIABLE = "ODE_SEQ_TEST_THREADS"
 
 
-def one_torch_thread() -> Iterator[None]:
-    """Fixture body: torch on one intra-op thread during a test, the previous count after."""
+def torch_threads() -> int:
+    """torch's intra-op thread count for in-process models: ``ODE_SEQ_TEST_THREADS`` (the numerics
+    runs of scripts/test_numerics.sh set 1 and 2), else 1."""
+    value = os.environ.get(THREADS_VARIABLE, "1")
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"{THREADS_VARIABLE}={value!r}: give a positive number of threads, e.g. 2")
+    return int(value)
+
+
+def pytest_configure(config) -> None:
+    if THREADS_VARIABLE in os.environ:
+        torch.set_num_threads(torch_threads())
+
+
+def fixed_torch_threads() -> Iterator[None]:
+    """Fixture body: torch on :func:`torch_threads` intra-op threads during a test, the previous count after."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(torch_threads())
     yield
     torch.set_num_threads(threads)
 

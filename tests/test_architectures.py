@@ -1,10 +1,8 @@
 """Named architectures: published sizes, and architecture defaults that options can override."""
 
-import argparse
-
 import pytest
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
+from ode_seq.models.by_name import architecture_options, build_model
 from tests.conftest import TinyTask
 
 # Published parameter counts with a ~32K joint vocabulary and shared embeddings (En-De).
@@ -16,9 +14,7 @@ PUBLISHED = [
 
 
 def _real_size_model(arch: str, **overrides):
-    args = argparse.Namespace(share_all_embeddings=True, **overrides)
-    ARCH_CONFIG_REGISTRY[arch](args)
-    return ARCH_MODEL_REGISTRY[arch].build_model(args, TinyTask(vocab=32768 - 4))
+    return build_model(arch, TinyTask(vocab=32768 - 4), share_all_embeddings=True, **overrides)
 
 
 @pytest.mark.parametrize("arch, published, gates", PUBLISHED)
@@ -32,15 +28,14 @@ def test_real_size_architecture_matches_published_parameter_count(arch, publishe
 
 
 def test_architecture_defaults_apply_and_command_line_values_win():
-    args = argparse.Namespace()
-    ARCH_CONFIG_REGISTRY["ode_transformer_rk4"](args)
+    args = architecture_options("ode_transformer_rk4")
     assert (args.encoder_ode_method, args.decoder_ode_method, args.ode_coefficients) == ("rk4", "euler", "fixed")
     assert args.encoder_normalize_before and args.decoder_normalize_before
-    args = argparse.Namespace(encoder_ode_method="heun", ode_coefficients="learned", encoder_layers=3)
-    ARCH_CONFIG_REGISTRY["ode_transformer_rk4"](args)
+    args = architecture_options(
+        "ode_transformer_rk4", encoder_ode_method="heun", ode_coefficients="learned", encoder_layers=3
+    )
     assert (args.encoder_ode_method, args.ode_coefficients, args.encoder_layers) == ("heun", "learned", 3)
-    args = argparse.Namespace()
-    ARCH_CONFIG_REGISTRY["ode_transformer_rk2_learned_rpr_wmt_en_de_big_e12"](args)
+    args = architecture_options("ode_transformer_rk2_learned_rpr_wmt_en_de_big_e12")
     assert (args.encoder_layers, args.decoder_layers, args.encoder_embed_dim) == (12, 6, 1024)
     assert (args.encoder_relative_positions, args.dropout) == (8, 0.3)
 

@@ -8,16 +8,18 @@ import torch
 from fairseq.logging import metrics
 
 from ode_seq.solvers import AdaptiveSolveError, EvaluationCounter
-from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
+from tests.conftest import TinyTask, build_model, random_batch
+from tests.numerics import assert_computes, assert_incremental_decoding_equals_full_forward
 
 
 def _encoder_out(model, src, lengths):
     return model.encoder(src, src_lengths=lengths)["encoder_out"][0]
 
 
+@pytest.mark.numerics
 def test_parallel_euler_encoder_equals_hand_computed_parallel_layers():
     task = TinyTask()
-    model = build_model("ode_transformer_parallel", task).eval()
+    model = build_model("ode_transformer_parallel", task).double().eval()
     src, lengths, _ = random_batch(task, [5, 7])
     enc = model.encoder
     pad = src.eq(task.source_dictionary.pad())
@@ -27,19 +29,20 @@ def test_parallel_euler_encoder_equals_hand_computed_parallel_layers():
         attn, _ = layer.self_attn(*(layer.self_attn_layer_norm(x),) * 3, key_padding_mask=pad)
         ffn = layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x))))
         x = x + attn + ffn
-    torch.testing.assert_close(_encoder_out(model, src, lengths), enc.layer_norm(x), atol=1e-5, rtol=0)
+    assert_computes(model, lambda: _encoder_out(model, src, lengths), enc.layer_norm(x))
 
 
+@pytest.mark.numerics
 def test_shared_group_with_euler_steps_of_one_equals_repeated_shared_layer():
     task = TinyTask()
-    model = build_model("ode_transformer_euler", task, encoder_share_group_size=2).eval()
+    model = build_model("ode_transformer_euler", task, encoder_share_group_size=2).double().eval()
     assert len(model.encoder.layers) == 1
     block = model.encoder.layers[0]
-    y = torch.randn(6, 3, 32)
+    y = torch.randn(6, 3, 32, dtype=torch.float64)
     expected = y
     for _ in range(2):
         expected = expected + block.field(expected, None)
-    torch.testing.assert_close(block(y), expected, atol=1e-6, rtol=0)
+    assert_computes(block, lambda: block(y), expected)
 
 
 def _shared_block(method, **overrides):
@@ -77,6 +80,7 @@ def test_fixed_grid_group_solutions_converge_to_adaptive_solution_at_method_orde
         assert abs(slope - order) < 0.25, (method, slope, errors)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -87,25 +91,25 @@ def test_fixed_grid_group_solutions_converge_to_adaptive_solution_at_method_orde
 )
 def test_extra_padding_does_not_change_non_pad_outputs(overrides):
     task = TinyTask()
-    model = build_model("ode_transformer_parallel", task, **overrides).eval()
+    model = build_model("ode_transformer_parallel", task, **overrides).double().eval()
     src, lengths, _ = random_batch(task, [5, 7, 3], seed=4)
     pad = task.source_dictionary.pad()
     padded = torch.cat([torch.full((3, 4), pad), src], dim=1)  # sources are left-padded
+    keep = src.ne(pad).t()
     with torch.no_grad():
         a = _encoder_out(model, src, lengths)
-        b = _encoder_out(model, padded, lengths)[4:]
-    keep = src.ne(pad).t()
-    torch.testing.assert_close(a[keep], b[keep], atol=1e-5, rtol=0)
+        assert_computes(model, lambda: _encoder_out(model, padded, lengths)[4:][keep], a[keep])
 
 
+@pytest.mark.numerics
 def test_incremental_decoding_equals_full_forward_for_parallel_field_and_step_override():
     task = TinyTask()
     common = dict(decoder_ode_method="heun", decoder_share_group_size=2, ode_field="parallel-branch")
-    model = build_model("ode_transformer_rk4", task, decoder_ode_steps=3, **common).eval()
-    assert incremental_decoding_error(model, task, [6, 3, 8], seed=7) <= 1e-5
-    override = build_model("ode_transformer_rk4", task, decoder_ode_steps=5, **common).eval()
+    model = build_model("ode_transformer_rk4", task, decoder_ode_steps=3, **common).double().eval()
+    assert_incremental_decoding_equals_full_forward(model, task, [6, 3, 8], seed=7)
+    override = build_model("ode_transformer_rk4", task, decoder_ode_steps=5, **common)
     override.load_state_dict(model.state_dict())
-    assert incremental_decoding_error(override, task, [6, 3, 8], seed=7) <= 1e-5
+    assert_incremental_decoding_equals_full_forward(override.double().eval(), task, [6, 3, 8], seed=7)
 
 
 @pytest.mark.parametrize(
@@ -186,7 +190,7 @@ def test_dopri5_encoder_in_float16_and_bfloat16_is_as_close_to_float32_as_rk4(si
 def test_dopri5_model_gets_finite_gradients_in_float16():
     """No gradient flows through the step-size control, whose error norm overflowed float16
     gradients of the source embeddings."""
-    from benchmarks.model_families import FEATURES
+    from ode_seq.models.families import FEATURES
 
     task = TinyTask()
     arch, options = FEATURES["dopri5, parallel field, shared weights"]

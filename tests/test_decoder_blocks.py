@@ -6,11 +6,16 @@ import torch
 from ode_seq.solvers.tableaus import TABLEAUS
 from tests.conftest import (
     TinyTask,
-    assert_same_hypotheses,
-    beam_search_with_and_without_caches,
+    assert_beam_search_with_caches_equals_prefix_recomputation,
     build_model,
-    incremental_decoding_error,
     random_batch,
+)
+from tests.numerics import (
+    LayerEvaluations,
+    assert_equal_up_to_rounding,
+    assert_incremental_decoding_equals_full_forward,
+    assert_same_tensors,
+    model_precision,
 )
 
 METHOD_MODES = [(m, "fixed") for m in TABLEAUS] + [
@@ -26,6 +31,7 @@ METHOD_MODES = [(m, "fixed") for m in TABLEAUS] + [
 ]
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("method, mode", METHOD_MODES)
 def test_incremental_decoding_equals_full_forward(method, mode):
     task = TinyTask()
@@ -35,10 +41,11 @@ def test_incremental_decoding_equals_full_forward(method, mode):
         decoder_ode_method=method,
         encoder_ode_method=method,
         ode_coefficients=mode,
-    ).eval()
-    assert incremental_decoding_error(model, task, [6, 3, 8, 5]) <= 1e-5
+    )
+    assert_incremental_decoding_equals_full_forward(model.double().eval(), task, [6, 3, 8, 5])
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -49,8 +56,8 @@ def test_incremental_decoding_equals_full_forward(method, mode):
 )
 def test_incremental_decoding_equals_full_forward_with_options(overrides):
     task = TinyTask()
-    model = build_model("ode_transformer_rk4_encdec", task, **overrides).eval()
-    assert incremental_decoding_error(model, task, [6, 3, 8, 5], seed=3) <= 1e-5
+    model = build_model("ode_transformer_rk4_encdec", task, **overrides).double().eval()
+    assert_incremental_decoding_equals_full_forward(model, task, [6, 3, 8, 5], seed=3)
 
 
 def test_decoder_stage_caches_hold_one_entry_per_position_and_stage():
@@ -73,6 +80,7 @@ def test_decoder_stage_caches_hold_one_entry_per_position_and_stage():
     assert all(k is cross_keys[0] for k in cross_keys)  # cross-attention K/V computed once
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("method, mode", [("rk4", "fixed"), ("heun", "learned")])
 def test_beam_search_with_caches_equals_prefix_recomputation(method, mode):
     task = TinyTask()
@@ -82,10 +90,8 @@ def test_beam_search_with_caches_equals_prefix_recomputation(method, mode):
         decoder_ode_method=method,
         ode_coefficients=mode,
         seed=5,
-    ).eval()
-    for cached, recomputed in beam_search_with_and_without_caches(model, task, beam=5, max_len_b=12):
-        assert len(cached) == len(recomputed) == 5
-        assert_same_hypotheses(cached, recomputed)
+    )
+    assert_beam_search_with_caches_equals_prefix_recomputation(model.double().eval(), task, beam=5, max_len_b=12)
 
 
 def _loss_and_grads(model, batch, seed):
@@ -98,6 +104,7 @@ def _loss_and_grads(model, batch, seed):
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "checkpointing",
     [
@@ -108,12 +115,13 @@ def _loss_and_grads(model, batch, seed):
 def test_checkpointed_model_has_same_loss_and_gradients(checkpointing):
     task = TinyTask()
     batch = random_batch(task, [6, 4, 7])
-    plain = build_model("ode_transformer_rk4_encdec", task, ode_coefficients="learned").train()
-    checked = build_model("ode_transformer_rk4_encdec", task, ode_coefficients="learned", **checkpointing).train()
+    plain = build_model("ode_transformer_rk4_encdec", task, ode_coefficients="learned").double().train()
+    checked = build_model("ode_transformer_rk4_encdec", task, ode_coefficients="learned", **checkpointing)
     checked.load_state_dict(plain.state_dict())
-    loss_a, grads_a = _loss_and_grads(plain, batch, seed=11)
+    checked.double().train()
+    with LayerEvaluations(plain) as forward:
+        loss_a, grads_a = _loss_and_grads(plain, batch, seed=11)
     loss_b, grads_b = _loss_and_grads(checked, batch, seed=11)
-    torch.testing.assert_close(loss_a, loss_b, atol=1e-5, rtol=1e-6)
-    assert grads_a.keys() == grads_b.keys() and len(grads_a) > 0
-    for name in grads_a:
-        torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-5, rtol=1e-4, msg=name)
+    precision = model_precision(torch.float64)
+    assert_equal_up_to_rounding(loss_b, loss_a, forward.count, precision)
+    assert_same_tensors(grads_b, grads_a, 2 * forward.count, precision)  # forward and back

@@ -6,6 +6,7 @@ from fairseq.modules.layer_drop import LayerDropModuleList
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
 from tests.conftest import TinyTask, build_model, random_batch
+from tests.numerics import assert_computes, assert_equal_up_to_rounding, model_precision
 
 
 def _encode(model, src, lengths):
@@ -18,99 +19,113 @@ def _log_probs(model, batch):
     return model.get_normalized_probs(out, log_probs=True)
 
 
+@pytest.mark.numerics
 def test_euler_model_equals_fairseq_prenorm_transformer_with_same_weights(task):
-    vanilla = build_model("transformer", task, encoder_normalize_before=True, decoder_normalize_before=True).eval()
-    ode = build_model("ode_transformer_euler", task, seed=1).eval()
+    vanilla = build_model("transformer", task, encoder_normalize_before=True, decoder_normalize_before=True)
+    ode = build_model("ode_transformer_euler", task, seed=1)
     ode.load_state_dict(vanilla.state_dict())  # identical parameter names, strict
+    vanilla, ode = vanilla.double().eval(), ode.double().eval()
     batch = random_batch(task, [7, 4, 9])
-    torch.testing.assert_close(_log_probs(ode, batch), _log_probs(vanilla, batch), atol=1e-5, rtol=0)
+    assert_computes(ode, lambda: _log_probs(ode, batch), _log_probs(vanilla, batch))
 
 
 def _block_and_branch(arch, **overrides):
-    model = build_model(arch, TinyTask(), **overrides).eval()
+    """A float64 block and its layer's branch G(z) = layer(z) − z, as fairseq's own layer."""
+    model = build_model(arch, TinyTask(), **overrides).double().eval()
     block = model.encoder.layers[0]
-    layer = TransformerEncoderLayerBase(block.cfg).eval()
+    layer = TransformerEncoderLayerBase(block.cfg).double().eval()
     missing = layer.load_state_dict(block.state_dict(), strict=False)
     assert not missing.missing_keys
     return block, (lambda z: layer(z, encoder_padding_mask=None) - z)
 
 
+def _state():
+    return torch.randn(5, 2, 32, dtype=torch.float64)
+
+
+@pytest.mark.numerics
 def test_rk2_block_equals_heun_formula():
     block, G = _block_and_branch("ode_transformer_rk2")
-    y = torch.randn(5, 2, 32)
+    y = _state()
     k1 = G(y)
     k2 = G(y + k1)
-    torch.testing.assert_close(block(y), y + (k1 + k2) / 2, atol=1e-5, rtol=0)
+    assert_computes(block, lambda: block(y), y + (k1 + k2) / 2)
 
 
+@pytest.mark.numerics
 def test_rk4_block_equals_classical_rk4_formula():
     block, G = _block_and_branch("ode_transformer_rk4")
-    y = torch.randn(5, 2, 32)
+    y = _state()
     k1 = G(y)
     k2 = G(y + k1 / 2)
     k3 = G(y + k2 / 2)
     k4 = G(y + k3)
-    torch.testing.assert_close(block(y), y + (k1 + 2 * k2 + 2 * k3 + k4) / 6, atol=1e-5, rtol=0)
+    assert_computes(block, lambda: block(y), y + (k1 + 2 * k2 + 2 * k3 + k4) / 6)
 
 
+@pytest.mark.numerics
 def test_learned_gamma_block_equals_paper_gate_formula():
     block, G = _block_and_branch("ode_transformer_rk2_learned")
     with torch.no_grad():
         block.combiner.proj.bias.fill_(0.3)
-    y = torch.randn(5, 2, 32)
+    y = _state()
     k1 = G(y)
     k2 = G(y + k1)
     W, b = block.combiner.proj.weight, block.combiner.proj.bias
     g = torch.sigmoid(torch.cat([k1, k2], dim=-1) @ W.t() + b)
-    torch.testing.assert_close(block(y), y + g * k1 + (1 - g) * k2, atol=1e-5, rtol=0)
+    assert_computes(block, lambda: block(y), y + g * k1 + (1 - g) * k2)
 
 
+@pytest.mark.numerics
 def test_free_ones_block_is_sum_of_stages_at_init():
     block, G = _block_and_branch("ode_transformer_rk2", ode_coefficients="free-ones")
-    y = torch.randn(5, 2, 32)
+    y = _state()
     k1 = G(y)
     k2 = G(y + k1)
-    torch.testing.assert_close(block(y), y + k1 + k2, atol=1e-5, rtol=0)
+    assert_computes(block, lambda: block(y), y + k1 + k2)
 
 
+@pytest.mark.numerics
 def test_iterated_implicit_euler_block_equals_iiet_fixed_point_formula():
     block, G = _block_and_branch("ode_transformer_rk2", encoder_ode_method="iie2")
-    y = torch.randn(5, 2, 32)
+    y = _state()
     x = y + G(y)
     for _ in range(2):
         x = y + G(x)
-    torch.testing.assert_close(block(y), x, atol=1e-5, rtol=0)
+    assert_computes(block, lambda: block(y), x)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("method, stages", [("heun", 2), ("rk4", 4)])
 def test_ema_block_equals_pcformer_ema_weights_formula(method, stages):
     block, G = _block_and_branch("ode_transformer_rk2", encoder_ode_method=method, ode_coefficients="ema")
     assert block.combiner.beta.item() == 0.5
     with torch.no_grad():
         block.combiner.beta.fill_(0.3)
-    y = torch.randn(5, 2, 32)
+    y = _state()
     a = block.solver.tableau.a
     ks = []
     for i in range(stages):
         ks.append(G(y + sum(a_ij * k for a_ij, k in zip(a[i], ks))))
     beta = 0.3
     expected = y + sum(beta * (1 - beta) ** (stages - 1 - i) * k for i, k in enumerate(ks))
-    torch.testing.assert_close(block(y), expected, atol=1e-5, rtol=0)
+    assert_computes(block, lambda: block(y), expected)
 
 
 def test_ema_weights_at_initialisation_are_pcformers():
     block, _ = _block_and_branch("ode_transformer_rk4", ode_coefficients="ema")
-    torch.testing.assert_close(block.combiner.weights([]), torch.tensor([1 / 16, 1 / 8, 1 / 4, 1 / 2]))
+    assert torch.equal(block.combiner.weights([]), torch.tensor([1 / 16, 1 / 8, 1 / 4, 1 / 2], dtype=torch.float64))
     assert [n for n, _ in block.combiner.named_parameters()] == ["beta"]
 
 
+@pytest.mark.numerics
 def test_whole_layer_field_feeds_residual_into_every_stage():
     block, G = _block_and_branch("ode_transformer_rk2", ode_field="whole-layer")
     L = lambda z: z + G(z)  # noqa: E731
-    y = torch.randn(5, 2, 32)
+    y = _state()
     k1 = L(y)
     k2 = L(y + k1)
-    torch.testing.assert_close(block(y), y + (k1 + k2) / 2, atol=1e-5, rtol=0)
+    assert_computes(block, lambda: block(y), y + (k1 + k2) / 2)
 
 
 def _count(model):
@@ -177,7 +192,7 @@ def test_layerdrop_drops_whole_ode_blocks_in_training(task):
     assert len(runs) > 1  # which blocks run changes from pass to pass
     model.eval()
     with torch.no_grad():
-        torch.testing.assert_close(_encode(model, src, lengths), _encode(model, src, lengths))
+        assert torch.equal(_encode(model, src, lengths), _encode(model, src, lengths))
 
 
 def _poison_stage(block, bad_stage: int):
@@ -216,23 +231,23 @@ def test_non_finite_half_precision_stage_is_a_warning_not_a_crash(task, caplog):
     assert not torch.isfinite(out).all()
 
 
+@pytest.mark.numerics
 def test_relative_attention_with_zero_relative_keys_equals_fairseq_attention():
     from fairseq.modules.multihead_attention import MultiheadAttention
 
     from ode_seq.layers.relative_attention import RelativePositionSelfAttention
 
     torch.manual_seed(0)
-    rel = RelativePositionSelfAttention(32, 4, max_relative_position=3).eval()
-    plain = MultiheadAttention(32, 4, self_attention=True).eval()
+    rel = RelativePositionSelfAttention(32, 4, max_relative_position=3).double().eval()
+    plain = MultiheadAttention(32, 4, self_attention=True).double().eval()
     plain.load_state_dict({k: v for k, v in rel.state_dict().items() if not k.startswith("relative_keys")})
-    x = torch.randn(7, 2, 32)
+    x = torch.randn(7, 2, 32, dtype=torch.float64)
     pad = torch.zeros(2, 7, dtype=torch.bool)
     pad[1, :2] = True
     with torch.no_grad():
         rel.relative_keys.weight.zero_()
-        torch.testing.assert_close(
-            rel(x, x, x, key_padding_mask=pad)[0], plain(x, x, x, key_padding_mask=pad)[0], atol=1e-5, rtol=0
-        )
+        expected = plain(x, x, x, key_padding_mask=pad)[0]
+        assert_equal_up_to_rounding(rel(x, x, x, key_padding_mask=pad)[0], expected, 1, model_precision(x.dtype))
         # with relative keys, logits gain q_i . r_clip(j - i)
         rel.relative_keys.weight.normal_()
         logits = rel(x, x, x, before_softmax=True)[0]
@@ -241,11 +256,12 @@ def test_relative_attention_with_zero_relative_keys_equals_fairseq_attention():
         j_minus_i = torch.arange(7)[None, :] - torch.arange(7)[:, None]
         r = rel.relative_keys.weight[j_minus_i.clamp(-3, 3) + 3]
         expected = q @ k.transpose(1, 2) + torch.einsum("btd,tsd->bts", q, r)
-        torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
+        assert_equal_up_to_rounding(logits, expected, 1, model_precision(x.dtype))
 
 
+@pytest.mark.numerics
 def test_dense_layer_history_feeds_each_block_the_mean_of_normalised_outputs(task):
-    model = build_model("ode_transformer_euler", task, encoder_layer_history="dense").eval()
+    model = build_model("ode_transformer_euler", task, encoder_layer_history="dense").double().eval()
     src, lengths, _ = random_batch(task, [5, 3])
     enc = model.encoder
     history = enc.layer_history
@@ -258,4 +274,4 @@ def test_dense_layer_history_feeds_each_block_the_mean_of_normalised_outputs(tas
         states.append(history.layer_norms[i](y))
     expected = enc.layer_norm(sum(states) / len(states))
     with torch.no_grad():
-        torch.testing.assert_close(enc(src, src_lengths=lengths)["encoder_out"][0], expected, atol=1e-5, rtol=0)
+        assert_computes(enc, lambda: enc(src, src_lengths=lengths)["encoder_out"][0], expected)

@@ -6,7 +6,8 @@ import torch
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 
 from ode_seq.solvers import get_tableau
-from tests.conftest import TinyTask, build_model, incremental_decoding_error, random_batch
+from tests.conftest import TinyTask, build_model, random_batch
+from tests.numerics import assert_computes, assert_incremental_decoding_equals_full_forward
 
 SUBLAYER = dict(ode_scope="sublayer")
 
@@ -21,7 +22,7 @@ def _rk_step(method, F, y):
 
 
 def _plain(layer_class, block, cfg, **kwargs):
-    layer = layer_class(cfg, **kwargs).eval()
+    layer = layer_class(cfg, **kwargs).double().eval()
     layer.load_state_dict(block.state_dict(), strict=False)
     return layer
 
@@ -30,9 +31,10 @@ def _ffn(layer):
     return lambda z: layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(z))))
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("method", ["heun", "rk4"])
 def test_encoder_sublayer_block_is_an_rk_update_of_attention_then_of_ffn(method):
-    model = build_model("ode_transformer_rk4", TinyTask(), encoder_ode_method=method, **SUBLAYER).eval()
+    model = build_model("ode_transformer_rk4", TinyTask(), encoder_ode_method=method, **SUBLAYER).double().eval()
     block = model.encoder.layers[0]
     layer = _plain(TransformerEncoderLayerBase, block, block.cfg)
 
@@ -40,19 +42,20 @@ def test_encoder_sublayer_block_is_an_rk_update_of_attention_then_of_ffn(method)
         u = layer.self_attn_layer_norm(z)
         return layer.self_attn(query=u, key=u, value=u, key_padding_mask=None)[0]
 
-    y = torch.randn(5, 2, 32)
+    y = torch.randn(5, 2, 32, dtype=torch.float64)
     with torch.no_grad():
         expected = _rk_step(method, _ffn(layer), _rk_step(method, attention, y))
-        torch.testing.assert_close(block(y, None), expected, atol=1e-5, rtol=0)
+        assert_computes(block, lambda: block(y, None), expected)
         assert (block(y, None) - _rk_step(method, lambda z: layer(z, None) - z, y)).abs().max() > 1e-3
 
 
+@pytest.mark.numerics
 def test_decoder_sublayer_block_updates_self_attention_cross_attention_and_ffn_in_turn():
-    model = build_model("ode_transformer_rk4_encdec", TinyTask(), **SUBLAYER).eval()
+    model = build_model("ode_transformer_rk4_encdec", TinyTask(), **SUBLAYER).double().eval()
     block = model.decoder.layers[0]
     layer = _plain(TransformerDecoderLayerBase, block, model.encoder.layers[0].cfg)
-    memory = torch.randn(6, 2, 32)
-    causal = torch.triu(torch.full((5, 5), float("-inf")), 1)
+    memory = torch.randn(6, 2, 32, dtype=torch.float64)
+    causal = torch.triu(torch.full((5, 5), float("-inf"), dtype=torch.float64), 1)
 
     def self_attention(z):
         u = layer.self_attn_layer_norm(z)
@@ -62,25 +65,26 @@ def test_decoder_sublayer_block_updates_self_attention_cross_attention_and_ffn_i
         u = layer.encoder_attn_layer_norm(z)
         return layer.encoder_attn(query=u, key=memory, value=memory, static_kv=True)[0]
 
-    y = torch.randn(5, 2, 32)
+    y = torch.randn(5, 2, 32, dtype=torch.float64)
     with torch.no_grad():
         expected = _rk_step("rk4", self_attention, y)
         expected = _rk_step("rk4", _ffn(layer), _rk_step("rk4", cross_attention, expected))
-        out, _, _ = block(y, encoder_out=memory, self_attn_mask=causal)
-        torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)
+        assert_computes(block, lambda: block(y, encoder_out=memory, self_attn_mask=causal)[0], expected)
 
 
+@pytest.mark.numerics
 def test_euler_sublayer_model_is_the_pre_norm_transformer():
     task = TinyTask()
-    block = build_model("ode_transformer_euler", task).eval()
-    sublayer = build_model("ode_transformer_euler", task, seed=3, **SUBLAYER).eval()
+    block = build_model("ode_transformer_euler", task).double().eval()
+    sublayer = build_model("ode_transformer_euler", task, seed=3, **SUBLAYER).double().eval()
     sublayer.load_state_dict(block.state_dict())
     batch = random_batch(task, [7, 4, 9])
     with torch.no_grad():
-        a, b = (m.get_normalized_probs(m(*batch), log_probs=True) for m in (block, sublayer))
-    torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+        expected = block.get_normalized_probs(block(*batch), log_probs=True)
+        assert_computes(sublayer, lambda: sublayer.get_normalized_probs(sublayer(*batch), log_probs=True), expected)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "arch, overrides",
     [
@@ -107,8 +111,8 @@ def test_euler_sublayer_model_is_the_pre_norm_transformer():
 )
 def test_incremental_decoding_equals_full_forward(arch, overrides):
     task = TinyTask()
-    model = build_model(arch, task, **SUBLAYER, **overrides).eval()
-    assert incremental_decoding_error(model, task, [6, 3, 8, 5], seed=4) <= 1e-5
+    model = build_model(arch, task, **SUBLAYER, **overrides).double().eval()
+    assert_incremental_decoding_equals_full_forward(model, task, [6, 3, 8, 5], seed=4)
 
 
 def test_each_stage_keeps_one_self_attention_cache_and_cross_attention_is_computed_once():

@@ -1,10 +1,10 @@
-"""Analysis tests run torch on one thread: their matrices are tiny, and thread hand-offs on a
-busy machine would cost more than the arithmetic."""
+"""Analysis tests run torch on one thread (or ``ODE_SEQ_TEST_THREADS``): their matrices are tiny,
+and thread hand-offs on a busy machine would cost more than the arithmetic."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import one_torch_thread
+from tests.conftest import fixed_torch_threads
 
-single_torch_thread = pytest.fixture(autouse=True)(one_torch_thread)
+fixed_threads = pytest.fixture(autouse=True)(fixed_torch_threads)

@@ -12,6 +12,7 @@ from ode_seq.analysis.spectra import FeedForwardWeights, feed_forward_eigenvalue
 from ode_seq.analysis.token_sensitivity import capture_block_calls, sentence_sensitivity, step_maps
 from ode_seq.analysis.trajectories import record_trajectories
 from tests.conftest import build_model, random_batch
+from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, assert_rows_sum_to_one
 
 TIME = dict(time_features=4, time_hidden_dim=8, time_embed_dim=4)
 
@@ -47,7 +48,7 @@ def test_multi_step_block_trajectory_has_every_stage_of_every_step_at_its_time(t
     first, second = record_trajectories(model, _net_input(task), task.source_dictionary.pad())["encoder"]
     assert first.stage_times == pytest.approx([0.0, 0.25, 0.25, 0.5, 0.5, 0.75, 0.75, 1.0])
     assert second.stage_times[0] == pytest.approx(1.0) and len(second.stage_outputs) == 8
-    np.testing.assert_allclose(second.state_in, first.state_out)
+    np.testing.assert_array_equal(second.state_in, first.state_out)  # one state, recorded twice
 
 
 def test_weight_shared_groups_sit_at_their_depth_in_trajectories_spectra_and_lyapunov(task):
@@ -60,13 +61,14 @@ def test_weight_shared_groups_sit_at_their_depth_in_trajectories_spectra_and_lya
     assert result.running_max.shape[0] == 4  # two steps of h = 1 in each of two blocks
 
 
+@pytest.mark.numerics
 def test_learned_gates_are_recorded_at_every_step_of_a_multi_step_block(task):
     model = build_model("ode_transformer_rk2_learned", task, encoder_ode_steps=3).eval()
     net_input = _net_input(task)
     tokens = int(net_input["src_tokens"].ne(task.source_dictionary.pad()).sum())
     block = record_trajectories(model, net_input, task.source_dictionary.pad())["encoder"][0]
     assert block.weights.shape == (3 * tokens, 2)
-    np.testing.assert_allclose(block.weights.sum(axis=1), 1.0, rtol=1e-6)
+    assert_rows_sum_to_one(block.weights)
     assert len(block.stage_outputs) == 6
 
 
@@ -109,6 +111,7 @@ def test_non_autonomous_stack_has_one_spectrum_per_step_with_that_step_s_weights
     assert not np.allclose(spectra[0]["ffn"], spectra[2]["ffn"])
 
 
+@pytest.mark.numerics
 def test_non_autonomous_lyapunov_maps_are_the_solver_steps(task):
     model = _time_dependent(
         build_model(
@@ -128,6 +131,7 @@ def test_non_autonomous_lyapunov_maps_are_the_solver_steps(task):
     x = call[1][0].squeeze(1)
     with torch.no_grad():
         expected = model.encoder.layers[0](*call[1], **call[2]).squeeze(1)
-        for step, _ in step_maps(*call):
-            x = step(x)
-    torch.testing.assert_close(x, expected)
+        with LayerEvaluations(model.encoder) as evaluations:
+            for step, _ in step_maps(*call):
+                x = step(x)
+    assert_equal_up_to_rounding(x, expected, evaluations.count)

@@ -18,6 +18,7 @@ from ode_seq.analysis.spectra import (
     value_output_eigenvalues,
 )
 from tests.conftest import build_model
+from tests.numerics import assert_equal_up_to_rounding
 
 G = torch.Generator().manual_seed(0)
 
@@ -94,17 +95,23 @@ def test_feed_forward_spectrum_equals_constructed_eigenvalues():
     np.testing.assert_allclose(feed_forward_eigenvalues(ffn), _sorted(values), atol=1e-9)
 
 
+@pytest.mark.numerics
 def test_extracted_matrices_reproduce_fairseq_attention_logits():
-    """s · (x W_Q^h)(y W_K^h)ᵀ equals the module's head-h logit q_h · k_h (biases removed)."""
-    attn = MultiheadAttention(8, 2, self_attention=True)
+    """s · (x W_Q^h)(y W_K^h)ᵀ equals the module's head-h logit q_h · k_h (biases zeroed)."""
+    attn = MultiheadAttention(8, 2, self_attention=True).double()
+    with torch.no_grad():  # the bilinear form has no biases
+        attn.q_proj.bias.zero_()
+        attn.k_proj.bias.zero_()
     weights = attention_weights(attn)
-    x, y = torch.randn(8, generator=G), torch.randn(8, generator=G)
-    q = (attn.q_proj(x) - attn.q_proj.bias) * attn.scaling
-    k = attn.k_proj(y) - attn.k_proj.bias
+    x, y = torch.randn(8, generator=G, dtype=torch.float64), torch.randn(8, generator=G, dtype=torch.float64)
+    q, k = attn.q_proj(x) * attn.scaling, attn.k_proj(y)
     for h in range(2):
         bilinear = weights.w_q[:, weights.head(h)] @ weights.w_k[:, weights.head(h)].T
         logit = q[4 * h : 4 * h + 4] @ k[4 * h : 4 * h + 4]
-        assert (x @ bilinear @ y * weights.scaling).item() == pytest.approx(logit.item(), abs=1e-5)
+        # both sides sum the terms x_i W_Q[i, a] W_K[j, a] y_j s: their rounding is relative to Σ |terms|
+        magnitude = x.abs() @ weights.w_q[:, weights.head(h)].abs() @ weights.w_k[:, weights.head(h)].abs().T
+        magnitude = magnitude @ y.abs() * weights.scaling
+        assert_equal_up_to_rounding(x @ bilinear @ y * weights.scaling, logit, 1, magnitude=magnitude)
 
 
 def test_model_spectra_have_one_entry_per_layer_and_cross_attention_only_in_decoder(task):

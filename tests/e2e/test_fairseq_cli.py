@@ -13,6 +13,7 @@ from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.models.architectures import ARCHITECTURES
 from tests.e2e.cli import TINY_MODEL, run
 from tests.e2e.corpus import WORDS, preprocess, write_reversal_corpus
+from tests.numerics import score_tolerance
 
 CLI_SIZES = {"train": 400, "valid": 30, "test": 25}
 
@@ -161,8 +162,9 @@ def test_generated_positional_scores_equal_teacher_forced_scores(data_bin, train
     ref_scores = {int(i): [float(x) for x in s.split()] for i, s in re.findall(r"^P-(\d+)\t(.*)$", ref.stdout, re.M)}
     order = sorted(hyps)
     assert len(ref_scores) == len(order) > 0
-    for new_id, old_id in enumerate(order):
-        assert ref_scores[new_id] == pytest.approx(scores[old_id], abs=2e-4)
+    for new_id, old_id in enumerate(order):  # P- lines: 4 decimals; RK4 2-2 layers: 16 evaluations
+        tolerance = score_tolerance(scores[old_id], 16, decimals=4)
+        assert ref_scores[new_id] == pytest.approx(scores[old_id], abs=tolerance)
 
 
 def test_interactive_translates_stdin_lines(data_bin, trained):
@@ -331,8 +333,8 @@ def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(dat
     plain_hyps = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", plain.stdout, re.M)
     assert len(ode_hyps) == 30
     assert {i: h for i, _, h in ode_hyps} == {i: h for i, _, h in plain_hyps}
-    for (_, a, _), (_, b, _) in zip(sorted(ode_hyps), sorted(plain_hyps)):
-        assert float(a) == pytest.approx(float(b), abs=1e-3)
+    for (_, a, _), (_, b, _) in zip(sorted(ode_hyps), sorted(plain_hyps)):  # 4 + 4 layer evaluations
+        assert float(a) == pytest.approx(float(b), abs=score_tolerance([float(b)], 8))
 
 
 def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_fairseq(data_bin, tmp_path):
@@ -405,7 +407,7 @@ def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_
     assert adapters and any(v.abs().max() > 0 for k, v in adapters.items() if ".lora_B." in k)
     for name, value in start.items():  # every weight of the materialised model is frozen
         module, _, leaf = name.rpartition(".")
-        torch.testing.assert_close(lora.get(f"{module}.base_layer.{leaf}", lora.get(name)), value, msg=name)
+        assert torch.equal(lora.get(f"{module}.base_layer.{leaf}", lora.get(name)), value), name
     out = run(
         "python",
         [

@@ -1,19 +1,15 @@
 """Tiny models built as fairseq builds them, with their options, for the export tests."""
 
-import argparse
-
 import torch
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
+from ode_seq.models.by_name import model_and_options
 from tests.conftest import TINY
 
 
 def model_and_args(arch, task, **options):
     """(model in eval mode without dropout, its fairseq options); biases made non-zero."""
-    args = argparse.Namespace(**{**TINY, "dropout": 0.0, **options})
-    ARCH_CONFIG_REGISTRY[arch](args)
-    torch.manual_seed(0)
-    model = ARCH_MODEL_REGISTRY[arch].build_model(args, task).eval()
+    model, args = model_and_options(arch, task, **{**TINY, "dropout": 0.0, **options})
+    model.eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias"):

@@ -11,6 +11,7 @@ from ode_seq.export import NotRepresentable
 from ode_seq.export.ode_m2m100 import CARRIED, has_rk_stack, save
 from tests.conftest import TinyTask, random_batch
 from tests.export.models import log_probs, model_and_args
+from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding
 
 SHARED = dict(share_all_embeddings=True)
 
@@ -22,6 +23,7 @@ def _right_padded(src, lengths, pad):
     return right
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "arch, options",
     [
@@ -54,10 +56,10 @@ def test_saved_folder_with_remote_code_gives_fairseqs_log_probabilities(tmp_path
     src, lengths, prev = random_batch(task, [6, 4, 7, 1])
     pad = task.source_dictionary.pad()
     right = _right_padded(src, lengths, pad)
-    with torch.no_grad():
+    with torch.no_grad(), LayerEvaluations(hf) as evaluations:
         got = hf(input_ids=right, attention_mask=right.ne(pad).long(), decoder_input_ids=prev).logits.log_softmax(-1)
     mask = prev.ne(pad)
-    torch.testing.assert_close(got[mask], log_probs(model, (src, lengths, prev))[mask], atol=1e-5, rtol=0)
+    assert_equal_up_to_rounding(got[mask], log_probs(model, (src, lengths, prev))[mask], evaluations.count)
 
 
 def _saved(tmp_path, monkeypatch, arch, **options):
@@ -70,6 +72,7 @@ def _saved(tmp_path, monkeypatch, arch, **options):
     return task, AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "hf"), trust_remote_code=True).eval()
 
 
+@pytest.mark.numerics
 def test_runge_kutta_decoder_decodes_token_by_token_as_the_teacher_forced_pass(tmp_path, monkeypatch):
     task, hf = _saved(
         tmp_path,
@@ -95,8 +98,9 @@ def test_runge_kutta_decoder_decodes_token_by_token_as_the_teacher_forced_pass(t
             output_logits=True,
         )
         stepwise = torch.stack(out.logits, dim=1).log_softmax(-1)
-        full = hf(**inputs, decoder_input_ids=out.sequences[:, :-1]).logits.log_softmax(-1)
-    torch.testing.assert_close(stepwise, full, atol=1e-5, rtol=0)
+        with LayerEvaluations(hf) as evaluations:
+            full = hf(**inputs, decoder_input_ids=out.sequences[:, :-1]).logits.log_softmax(-1)
+    assert_equal_up_to_rounding(stepwise, full, evaluations.count)
 
 
 def test_folder_carries_the_solver_core_and_the_layer_field_unchanged(tmp_path, monkeypatch):

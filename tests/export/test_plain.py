@@ -1,26 +1,24 @@
 """Which ODE models are plain pre-norm Transformers: the exported fairseq ``transformer`` gives the
 same log-probabilities, and every other model is refused naming the option that prevents it."""
 
-import argparse
-
 import pytest
-import torch
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 from ode_seq.export import NotRepresentable, plain_transformer
+from ode_seq.models.by_name import build_model
 from tests.conftest import TinyTask, random_batch
 from tests.export.models import log_probs, model_and_args
+from tests.numerics import assert_computes
 
 
 def _export(model, args, task):
     plain = plain_transformer(model, args)
-    config = argparse.Namespace(**plain.config)
-    ARCH_CONFIG_REGISTRY[config.arch](config)
-    transformer = ARCH_MODEL_REGISTRY[config.arch].build_model(config, task).eval()
+    options = dict(plain.config)
+    transformer = build_model(options.pop("arch"), task, **options).to(next(model.parameters()).dtype).eval()
     transformer.load_state_dict(plain.state_dict)
     return transformer, plain
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "arch, options, layers",
     [
@@ -44,11 +42,11 @@ def _export(model, args, task):
 def test_exported_transformer_gives_the_log_probabilities_of_the_model(arch, options, layers):
     task = TinyTask()
     model, args = model_and_args(arch, task, **options)
-    transformer, plain = _export(model, args, task)
+    transformer, plain = _export(model.double(), args, task)
     assert plain.layers == layers and plain.config["arch"] == "transformer"
     assert not [k for k in plain.config if "ode_" in k or k.startswith("time_")]
     batch = random_batch(task, [6, 4, 7])
-    torch.testing.assert_close(log_probs(transformer, batch), log_probs(model, batch), atol=1e-5, rtol=0)
+    assert_computes(transformer, lambda: log_probs(transformer, batch), log_probs(model, batch))
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,15 @@
 """A new vector field is one layer kind: a mixin and one registry line (docs/design.md)."""
 
-import argparse
-
+import pytest
 import torch
-from fairseq.models import ARCH_CONFIG_REGISTRY
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import nn
 
 from ode_seq.layers import LAYER_KINDS, EncoderBlock, LayerKind, register_layer_kind
 from ode_seq.models import ODETransformerModel
+from ode_seq.models.by_name import architecture_options
 from tests.conftest import TINY, TinyTask
+from tests.numerics import assert_computes
 
 
 @register_layer_kind("bias-free-ffn")
@@ -27,24 +27,23 @@ class BiasFreeModel(ODETransformerModel):
     layer_kind = "bias-free-ffn"
 
 
+@pytest.mark.numerics
 def test_a_registered_kind_builds_rk4_blocks_of_its_own_field():
-    args = argparse.Namespace(**TINY)
-    ARCH_CONFIG_REGISTRY["ode_transformer_rk4"](args)
     torch.manual_seed(0)
-    model = BiasFreeModel.build_model(args, TinyTask()).eval()
+    model = BiasFreeModel.build_model(architecture_options("ode_transformer_rk4", **TINY), TinyTask()).double().eval()
     block = model.encoder.layers[0]
     assert isinstance(block, BiasFreeFeedForward) and isinstance(block, EncoderBlock)
     assert type(model.decoder.layers[0]) is LAYER_KINDS["bias-free-ffn"].decoder
     assert block.fc1.bias is None and block.fc2.bias is None
-    layer = TransformerEncoderLayerBase(block.cfg).eval()
+    layer = TransformerEncoderLayerBase(block.cfg).double().eval()
     layer.load_state_dict(block.state_dict(), strict=False)
     with torch.no_grad():
         layer.fc1.bias.zero_()
         layer.fc2.bias.zero_()
     G = lambda z: layer(z, encoder_padding_mask=None) - z  # noqa: E731
-    y = torch.randn(5, 2, 32)
+    y = torch.randn(5, 2, 32, dtype=torch.float64)
     k1 = G(y)
     k2 = G(y + k1 / 2)
     k3 = G(y + k2 / 2)
     k4 = G(y + k3)
-    torch.testing.assert_close(block(y), y + (k1 + 2 * k2 + 2 * k3 + k4) / 6, atol=1e-5, rtol=0)
+    assert_computes(block, lambda: block(y), y + (k1 + 2 * k2 + 2 * k3 + k4) / 6)

@@ -1,7 +1,8 @@
 """Shared fixtures: one binarised corpus and one uninterrupted RK4 training run per session.
 
-In-process models run torch on one thread, as the tools do (``OMP_NUM_THREADS=1``): the models
-are tiny, and thread hand-offs on a busy machine cost far more than the arithmetic.
+In-process models run torch on one thread (or ``ODE_SEQ_TEST_THREADS``), as the tools do
+(``OMP_NUM_THREADS=1``): the models are tiny, and thread hand-offs on a busy machine cost far more
+than the arithmetic.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import one_torch_thread
+from tests.conftest import fixed_torch_threads
 from tests.e2e.cli import run
 from tests.e2e.corpus import preprocess, write_reversal_corpus
 from tests.reliability.corpus import resumable_training
 
-single_torch_thread = pytest.fixture(autouse=True)(one_torch_thread)
+fixed_threads = pytest.fixture(autouse=True)(fixed_torch_threads)
 
 
 @pytest.fixture(scope="session")

@@ -78,11 +78,6 @@ def model_state(path: Path) -> Dict[str, torch.Tensor]:
     return load_checkpoint(str(path))["model"]
 
 
-def max_abs_difference(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> float:
-    assert a.keys() == b.keys(), sorted(set(a) ^ set(b))
-    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
-
-
 def final_error(output: str) -> str:
     """The error a tool ended with: its last exception line (or ``[prog: ]error:`` line) onwards."""
     lines = output.splitlines()

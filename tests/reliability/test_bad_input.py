@@ -21,8 +21,8 @@ import torch
 from fairseq import tasks
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from benchmarks.inprocess import parse_training_args
 from ode_seq.checkpoint_files import load_checkpoint
+from ode_seq.models.in_process import parse_training_args
 from tests.e2e.cli import ROOT, TINY_MODEL, run
 from tests.e2e.corpus import reversal_pairs, write_parallel
 from tests.reliability.corpus import (

@@ -14,8 +14,8 @@ import shutil
 import torch
 from fairseq import checkpoint_utils
 
-from benchmarks.inprocess import fairseq_trainer
 from ode_seq.checkpoint_files import load_checkpoint
+from ode_seq.models.in_process import fairseq_trainer
 from tests.e2e.cli import run
 from tests.reliability.corpus import (
     OPTIMISATION,

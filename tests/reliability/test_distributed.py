@@ -21,15 +21,15 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from benchmarks.model_families import FEATURES
+from ode_seq.models.families import FEATURES
 from tests.conftest import TinyTask, build_model, random_batch
 from tests.e2e.cli import BIN, run
+from tests.numerics import assert_same_tensors
 from tests.reliability.corpus import (
     NO_DROPOUT,
     OPTIMISATION,
     QUIET_CPU,
     RK4_LEARNED,
-    max_abs_difference,
     model_state,
     start,
 )
@@ -110,13 +110,13 @@ def test_two_gloo_ranks_equal_one_process_with_update_freq_2(data_bin, tmp_path,
     two_ranks = model_state(_two_ranks(data_bin, tmp_path, "legacy_ddp") / "checkpoint_last.pt")
     one = model_state(one_process_update_freq_2 / "checkpoint_last.pt")
     assert len([k for k in one if k.endswith("combiner.proj.weight")]) == 4  # the learned gates
-    assert max_abs_difference(two_ranks, one) <= 1e-6
+    assert_same_tensors(two_ranks, one, UPDATES)
 
 
 def test_pytorch_ddp_ranks_equal_one_process_with_update_freq_2(data_bin, tmp_path, one_process_update_freq_2):
     two_ranks = model_state(_two_ranks(data_bin, tmp_path, "c10d") / "checkpoint_last.pt")
     one = model_state(one_process_update_freq_2 / "checkpoint_last.pt")
-    assert max_abs_difference(two_ranks, one) <= 1e-6
+    assert_same_tensors(two_ranks, one, UPDATES)
 
 
 def _torchrun(data_bin: Path, save: Path, *extra: str):
@@ -144,7 +144,7 @@ def test_torchrun_processes_on_cpus_equal_one_process_with_update_freq_2(data_bi
     assert result.returncode == 0, result.stderr[-3000:]
     assert "training on 2 devices" in result.stdout + result.stderr
     two = model_state(tmp_path / "checkpoint_last.pt")
-    assert max_abs_difference(two, model_state(one_process_update_freq_2 / "checkpoint_last.pt")) <= 1e-6
+    assert_same_tensors(two, model_state(one_process_update_freq_2 / "checkpoint_last.pt"), UPDATES)
 
 
 def test_torchrun_processes_that_would_each_train_alone_are_refused_before_writing(data_bin, tmp_path):

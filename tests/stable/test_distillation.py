@@ -1,14 +1,13 @@
 """Trajectory distillation in process: teacher handling, losses, freezing, curriculum, bad input."""
 
-import argparse
-
 import pytest
 import torch
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
+from ode_seq.models.by_name import model_and_options
 from ode_seq.models.criteria.trajectory_distillation import TrajectoryDistillationCriterion
 from ode_seq.models.teacher import interface_parameters, load_teacher
 from tests.conftest import TINY, TinyTask, build_model, random_batch
+from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, assert_same_tensors
 
 STUDENT = dict(encoder_ode_steps=4, decoder_ode_steps=4)
 
@@ -16,10 +15,7 @@ STUDENT = dict(encoder_ode_steps=4, decoder_ode_steps=4)
 def save_teacher(path, task, seed=0, **overrides):
     """A tiny fairseq transformer (pre-norm unless overridden) saved as fairseq does."""
     options = dict(encoder_normalize_before=True, decoder_normalize_before=True, dropout=0.0)
-    args = argparse.Namespace(**{**TINY, **options, **overrides, "arch": "transformer"})
-    ARCH_CONFIG_REGISTRY["transformer"](args)
-    torch.manual_seed(seed)
-    model = ARCH_MODEL_REGISTRY["transformer"].build_model(args, task)
+    model, args = model_and_options("transformer", task, seed, **{**TINY, **options, **overrides})
     torch.save({"cfg": {"model": args}, "model": model.state_dict()}, path)
     return model
 
@@ -111,6 +107,7 @@ def test_student_interface_is_copied_from_the_teacher_once(teacher_path):
     )
 
 
+@pytest.mark.numerics
 def test_cross_entropy_joins_after_its_start_update(teacher_path):
     task = TinyTask()
     student = build_model("stable_ode_transformer_small", task, **STUDENT).train()
@@ -120,12 +117,12 @@ def test_cross_entropy_joins_after_its_start_update(teacher_path):
         student.set_num_updates(update)
         torch.manual_seed(0)
         loss, n, log = criterion(student, sample)
-        auxiliary = (log["trajectory"] + log["jasmin"]).item()
+        auxiliary = log["trajectory"] + log["jasmin"]
         assert log["ce_weight"] / n == weight
-        if weight == 0.0:
-            assert loss.item() == pytest.approx(auxiliary, rel=1e-5)
+        if weight == 0.0:  # the same two terms, summed in another order
+            assert_equal_up_to_rounding(loss.detach(), auxiliary, 1)
         else:
-            assert loss.item() > auxiliary
+            assert loss.item() > auxiliary.item()
 
 
 def test_missing_teacher_path_is_a_clear_error(tmp_path):
@@ -183,10 +180,11 @@ def test_student_initialised_from_another_teacher_is_refused(tmp_path, teacher_p
         criterion_for(task, teacher_path)(student, sample_for(task, [4]))
 
 
+@pytest.mark.numerics
 def test_stage_checkpointing_leaves_distillation_gradients_unchanged(teacher_path):
     task = TinyTask()
     sample = sample_for(task, [6, 4, 7])
-    grads = []
+    grads, forward = [], None
     for options in ({}, {"ode_checkpoint_stages": True}):
         student = build_model(
             "stable_ode_transformer_small",
@@ -200,8 +198,8 @@ def test_stage_checkpointing_leaves_distillation_gradients_unchanged(teacher_pat
             decoder_ode_steps=2,
             **options,
         ).train()
-        criterion_for(task, teacher_path)(student, sample)[0].backward()
+        with LayerEvaluations(student) as evaluations:
+            criterion_for(task, teacher_path)(student, sample)[0].backward()
+        forward = forward or evaluations.count  # the first run's: the second recomputes stages
         grads.append({n: p.grad for n, p in student.named_parameters()})
-    assert grads[0].keys() == grads[1].keys()
-    for name, grad in grads[0].items():
-        torch.testing.assert_close(grads[1][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+    assert_same_tensors(grads[1], grads[0], 2 * forward)  # forward and back

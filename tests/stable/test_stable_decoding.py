@@ -2,13 +2,10 @@
 
 import pytest
 
-from tests.conftest import (
-    TinyTask,
-    assert_same_hypotheses,
-    beam_search_with_and_without_caches,
-    build_model,
-    incremental_decoding_error,
-)
+from tests.conftest import TinyTask, assert_beam_search_with_caches_equals_prefix_recomputation, build_model
+from tests.numerics import assert_incremental_decoding_equals_full_forward
+
+pytestmark = pytest.mark.numerics
 
 
 @pytest.mark.parametrize("kernel", ["dot", "l2"])
@@ -30,8 +27,8 @@ def test_stable_incremental_decoding_equals_full_forward(kernel, method, steps, 
         decoder_ode_steps=steps,
         encoder_ode_method=method,
         **options,
-    ).eval()
-    assert incremental_decoding_error(model, task, [6, 3, 8, 5], seed=4) <= 1e-5
+    )
+    assert_incremental_decoding_equals_full_forward(model.double().eval(), task, [6, 3, 8, 5], seed=4)
 
 
 def test_stable_beam_search_with_caches_equals_prefix_recomputation():
@@ -42,6 +39,5 @@ def test_stable_beam_search_with_caches_equals_prefix_recomputation():
         decoder_ode_method="rk4",
         decoder_ode_steps=2,
         seed=7,
-    ).eval()
-    for cached, recomputed in beam_search_with_and_without_caches(model, task, beam=4, max_len_b=10):
-        assert_same_hypotheses(cached, recomputed)
+    )
+    assert_beam_search_with_caches_equals_prefix_recomputation(model.double().eval(), task, beam=4, max_len_b=10)

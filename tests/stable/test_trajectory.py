@@ -16,6 +16,7 @@ from ode_seq.models.criteria.trajectory_loss import (
     trajectory_loss,
 )
 from tests.conftest import TinyTask, build_model, random_batch
+from tests.numerics import assert_equal_up_to_rounding
 
 
 def test_uniform_control_times_split_the_interval_evenly():
@@ -86,6 +87,7 @@ def test_curriculum_weight_is_zero_then_ramps_linearly():
     assert curriculum_weight(0, start=0, warmup=0, final=1.0) == 1.0
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("method", ["euler", "rk4"])
 def test_recorder_returns_every_step_state_with_its_time(method):
     task = TinyTask()
@@ -96,12 +98,12 @@ def test_recorder_returns_every_step_state_with_its_time(method):
         out = model.encoder(src, src_lengths=lengths, return_all_hiddens=True)
     assert record.times == pytest.approx([0.5, 1.0, 1.5, 2.0]) and record.total_steps == 4
     assert record.clock == 2.0 and len(record.attention) == 4 * block.solver.tableau.stages
-    torch.testing.assert_close(record.states[-1], out["encoder_states"][-1])
+    assert torch.equal(record.states[-1], out["encoder_states"][-1])  # the same tensor's values
     if method == "euler":
         y0, mask = out["encoder_states"][0], out["encoder_padding_mask"][0]
         with torch.no_grad():
             y1 = y0 + 0.5 * block.field(y0, mask)
-        torch.testing.assert_close(record.states[0], y1)
+        assert_equal_up_to_rounding(record.states[0], y1, 1)
     recorded = (len(record.states), len(record.attention))
     with torch.no_grad():
         model.encoder(src, src_lengths=lengths)
@@ -129,6 +131,6 @@ def test_recorder_chains_the_times_of_consecutive_blocks():
     with torch.no_grad(), record_solver_steps(model.encoder) as record:
         out = model.encoder(src, src_lengths=lengths, return_all_hiddens=True)
     assert record.times == pytest.approx([0.5, 1.0, 1.5, 2.0]) and record.total_steps == 4
-    torch.testing.assert_close(record.states[1], out["encoder_states"][1])
-    torch.testing.assert_close(record.states[3], out["encoder_states"][2])
+    assert torch.equal(record.states[1], out["encoder_states"][1])  # the same tensors' values
+    assert torch.equal(record.states[3], out["encoder_states"][2])
     assert sorted({step for step, _ in record.attention}) == [0, 1, 2, 3]

@@ -1,5 +1,9 @@
 """Architectures that between them cover every model family and ODE feature of ode-seq: the
-reliability tests train each one, and ``benchmarks/gpu.sh`` trains each in fp16 and bf16."""
+reliability tests train each one, and ``benchmarks/gpu.sh`` trains each in fp16 and bf16.
+
+    for name, (arch, options) in FEATURES.items():
+        argv = ["--arch", arch, *command_line(options)]
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-import user_dir  # noqa: F401  (registers the architectures)
+from . import architectures  # noqa: F401  (registers ode-seq's architectures)
 
 # One architecture per model family and per ODE feature, with the options that select it.
 # The adaptive solver runs without dropout: masks redrawn at every evaluation make the field

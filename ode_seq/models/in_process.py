@@ -1,5 +1,8 @@
-"""fairseq's Trainer built in this process from fairseq-train's command line (the GPU run's
-checks and study, and the reliability tests)."""
+"""fairseq-train's configuration and Trainer, built in this process from its command line (the
+GPU run's checks and study, and the reliability tests).
+
+    trainer, epoch = fairseq_trainer([data_bin, "--user-dir", PLUGIN_DIR, "--arch", "ode_transformer_rk4", ...])
+"""
 
 from __future__ import annotations
 
@@ -13,13 +16,15 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 from omegaconf import DictConfig, open_dict
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The folder holding the ode_seq and user_dir packages: the checkout, or site-packages.
+PACKAGES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLUGIN_DIR = os.path.join(PACKAGES, "user_dir")
 
 
 def parse_training_args(args: Sequence[str]) -> DictConfig:
-    """fairseq-train's configuration for ``args``, parsed from the repository root
-    (``--user-dir user_dir`` is relative to it)."""
-    with chdir(ROOT):
+    """fairseq-train's configuration for ``args``, parsed from :data:`PACKAGES` (so that
+    ``--user-dir user_dir`` names ode-seq's plugin, and other relative paths are relative to it)."""
+    with chdir(PACKAGES):
         namespace = options.parse_args_and_arch(options.get_training_parser(), input_args=list(args))
     return convert_namespace_to_omegaconf(namespace)
 
