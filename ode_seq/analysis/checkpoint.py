@@ -11,6 +11,7 @@ import argparse
 import os
 from typing import Any, Dict, Optional, Tuple
 
+import torch
 from fairseq import checkpoint_utils, utils
 from torch import Tensor, nn
 
@@ -47,6 +48,31 @@ def first_pair(task, subset: str) -> Tuple[Tensor, Tensor]:
     """(source with EOS, target without EOS) of the first sentence pair of ``subset``."""
     sample = task.dataset(subset)[0]
     return sample["source"], sample["target"][:-1]
+
+
+def context_start(task) -> int:
+    """The symbol a language model's context begins with: bos with --add-bos-token, else eos (as
+    fairseq's language_modeling task prepends to a prompt)."""
+    d = task.source_dictionary
+    return d.bos() if getattr(task.cfg, "add_bos_token", False) else d.eos()
+
+
+def first_context(task, subset: str) -> Tensor:
+    """The first line of ``subset`` as a language model reads it: the start symbol, then the
+    line's tokens (those of the dataset's first sample up to its first end of sentence)."""
+    tokens = task.dataset(subset)[0]["source"]
+    start, eos = context_start(task), task.source_dictionary.eos()
+    if tokens.numel() and tokens[0] == start:
+        tokens = tokens[1:]
+    ends = tokens.eq(eos).nonzero()
+    line = tokens[: int(ends[0])] if len(ends) else tokens
+    return torch.cat([line.new_tensor([start]), line])
+
+
+def encode_context(task, sentence: str) -> Tensor:
+    """A language model's context for an already tokenised sentence: start symbol, tokens."""
+    ids = task.source_dictionary.encode_line(sentence, add_if_not_exist=False, append_eos=False).long()
+    return torch.cat([ids.new_tensor([context_start(task)]), ids])
 
 
 def encode_sentence(task, sentence: str, side: str) -> Tensor:

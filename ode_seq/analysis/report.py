@@ -17,23 +17,23 @@ from torch import Tensor, nn
 from . import plots
 from .error_bounds import block_error_bounds
 from .layer_weights import stack_weights
+from .model_inputs import batch_pass, is_language_model, model_stacks
 from .solver_counts import adaptive_blocks, nfe_against_length
 from .spectra import layer_spectra, spectrum_summary
-from .token_sensitivity import capture_block_calls, sensitivity_json, sentence_sensitivity
+from .token_sensitivity import capture_calls, context_sensitivity, sensitivity_json, sentence_sensitivity
 from .trajectories import record_trajectories
-
-STACKS = ("encoder", "decoder")
 
 
 @dataclass
 class AnalysisInputs:
-    """What the report analyses: a model, a validation batch and one sentence pair."""
+    """What the report analyses: a model, a validation batch and one sentence pair (for a language
+    model: ``source`` its context, as the model reads it, and no ``target``)."""
 
     model: nn.Module
     batch: Dict[str, object]
     pad: int
     source: Tensor
-    target: Tensor
+    target: Optional[Tensor]
     token_string: object
     num_exponents: Optional[int] = None
     step_scores: Optional[Dict[str, object]] = None
@@ -69,7 +69,7 @@ def _complex_json(values: np.ndarray) -> Dict[str, List[float]]:
 
 def add_trajectories(report: Report, inputs: AnalysisInputs) -> None:
     records = record_trajectories(inputs.model, inputs.batch["net_input"], inputs.pad)
-    stats = {s: [r.statistics() for r in records[s]] for s in STACKS if records[s]}
+    stats = {s: [r.statistics() for r in records[s]] for s in records if records[s]}
     report.data["trajectories"] = stats
     if not stats:
         reason = "the model has no Runge-Kutta blocks"
@@ -77,7 +77,7 @@ def add_trajectories(report: Report, inputs: AnalysisInputs) -> None:
             report.skip(name, reason)
         return
     plots.plot_trajectory_norms(stats, report.figure("trajectory"))
-    kinds = ", ".join(sorted({r.coefficients for s in STACKS for r in records[s]}))
+    kinds = ", ".join(sorted({r.coefficients for s in records for r in records[s]}))
     learned = {s: v for s, v in stats.items() if v[0]["coefficients"] in ("gate", "free", "ema")}
     if learned:
         plots.plot_coefficients(learned, report.figure("coefficients"))
@@ -87,7 +87,7 @@ def add_trajectories(report: Report, inputs: AnalysisInputs) -> None:
             "all blocks use their method's fixed weights (the tableau's "
             f"b: --ode-coefficients fixed, or one-stage methods; coefficients: {kinds})",
         )
-    gates = {s: [r.weights for r in records[s]] for s in STACKS if records[s] and records[s][0].coefficients == "gate"}
+    gates = {s: [r.weights for r in records[s]] for s in records if records[s] and records[s][0].coefficients == "gate"}
     if gates:
         plots.plot_gate_distributions(gates, report.figure("gates"))
     else:
@@ -97,7 +97,7 @@ def add_trajectories(report: Report, inputs: AnalysisInputs) -> None:
 def add_spectra(report: Report, model: nn.Module) -> None:
     numbers: Dict[str, object] = {}
     summaries: Dict[str, List[Dict[str, object]]] = {}
-    for stack in STACKS:
+    for stack in model_stacks(model):
         layers = [layer_spectra(w) for w in stack_weights(getattr(model, stack))]
         if not layers:
             report.skip(f"spectra_{stack}", f"the {stack} has no Transformer layers")
@@ -126,9 +126,12 @@ def add_spectra(report: Report, model: nn.Module) -> None:
 
 
 def add_lyapunov(report: Report, inputs: AnalysisInputs) -> None:
-    sensitivity = sentence_sensitivity(
-        inputs.model, inputs.source, inputs.target, inputs.token_string, inputs.num_exponents
-    )
+    if is_language_model(inputs.model):
+        sensitivity = context_sensitivity(inputs.model, inputs.source, inputs.token_string, inputs.num_exponents)
+    else:
+        sensitivity = sentence_sensitivity(
+            inputs.model, inputs.source, inputs.target, inputs.token_string, inputs.num_exponents
+        )
     numbers = {s: sensitivity_json(v) for s, v in sensitivity.items()}
     report.data["lyapunov"] = numbers
     panels = {s: v for s, v in numbers.items() if "skipped" not in v}
@@ -139,7 +142,7 @@ def add_lyapunov(report: Report, inputs: AnalysisInputs) -> None:
 
 
 def add_solver_counts(report: Report, inputs: AnalysisInputs) -> None:
-    if adaptive_blocks(inputs.model.encoder):
+    if not is_language_model(inputs.model) and adaptive_blocks(inputs.model.encoder):
         tokens = inputs.batch["net_input"]["src_tokens"]
         sources = [row[row.ne(inputs.pad)] for row in tokens]
         lengths, nfe = nfe_against_length(inputs.model, sources)
@@ -164,16 +167,11 @@ def add_solver_counts(report: Report, inputs: AnalysisInputs) -> None:
 
 def add_error_bounds(report: Report, inputs: AnalysisInputs) -> None:
     """Euler's global error bound and the measured error of every Euler block on the batch."""
-    net_input = inputs.batch["net_input"]
-    calls = capture_block_calls(
-        inputs.model, net_input["src_tokens"], net_input["prev_output_tokens"], net_input["src_lengths"]
-    )
-    keep = {
-        "encoder": net_input["src_tokens"].ne(inputs.pad).T,
-        "decoder": net_input["prev_output_tokens"].ne(inputs.pad).T,
-    }
+    model_pass = batch_pass(inputs.model, inputs.batch["net_input"])
+    calls = capture_calls(inputs.model, model_pass)
+    keep = model_pass.keep(inputs.pad)
     report.data["euler_error_bounds"] = {
-        side: [block_error_bounds(call, keep[side]) for call in calls[side]] for side in STACKS
+        side: [block_error_bounds(call, keep[side]) for call in calls[side]] for side in calls
     }
 
 

@@ -1,9 +1,11 @@
-"""Token-level Lyapunov exponents of a translation model on one sentence pair.
+"""Token-level Lyapunov exponents of a translation model on one sentence pair, or of a language
+model on one context.
 
 The maps are the solver steps of the stacks: x^{n+1} = Φ_n(x^n) on the source states (T_src, d)
 for the encoder; for the decoder under teacher forcing on the target prefix (T_tgt, d) with the
-causal mask, the encoder output held fixed. A fixed-grid block of N steps is N maps of time step
-h (a non-autonomous stack is N maps with weights θ(t_n)); an adaptive block and a plain fairseq
+causal mask, the encoder output held fixed; for a language model's decoder on its context
+(T, d), causal mask. A fixed-grid block of N steps is N maps of time step h (a non-autonomous
+stack is N maps with weights θ(t_n)); an adaptive block and a plain fairseq
 layer are one map over their interval. Each layer's call is captured (arguments included) during
 one forward pass and replayed on perturbed states, so the maps are exactly the model's. Stacks
 with layer history (DLCL) are skipped: their state is the whole history, not the previous
@@ -25,6 +27,7 @@ from ode_seq.solvers import FixedGridSolver
 
 from .layer_weights import stack_layers
 from .lyapunov import TokenLyapunov, token_lyapunov_exponents
+from .model_inputs import ModelPass, language_model_pass, model_stacks, translation_pass
 
 BlockCall = Tuple[nn.Module, tuple, dict]
 
@@ -38,15 +41,9 @@ class StackSensitivity:
     skipped: Optional[str] = None
 
 
-def capture_block_calls(
-    model: nn.Module,
-    src_tokens: Tensor,
-    prev_output_tokens: Tensor,
-    src_lengths: Optional[Tensor] = None,
-) -> Dict[str, List[BlockCall]]:
-    """Run the model once and record each layer's (layer, args, kwargs); ``src_lengths``
-    defaults to the full length of every row (a batch of one)."""
-    calls: Dict[str, List[BlockCall]] = {"encoder": [], "decoder": []}
+def capture_calls(model: nn.Module, model_pass: ModelPass) -> Dict[str, List[BlockCall]]:
+    """Run ``model_pass`` once and record each layer's (layer, args, kwargs), per stack."""
+    calls: Dict[str, List[BlockCall]] = {side: [] for side in model_stacks(model)}
     handles = []
     for side in calls:
         for layer in stack_layers(getattr(model, side)):
@@ -57,13 +54,22 @@ def capture_block_calls(
             handles.append(layer.register_forward_pre_hook(hook, with_kwargs=True))
     try:
         with torch.no_grad():
-            if src_lengths is None:
-                src_lengths = torch.full((src_tokens.size(0),), src_tokens.size(1))
-            model(src_tokens, src_lengths, prev_output_tokens)
+            model(*model_pass.args)
     finally:
         for handle in handles:
             handle.remove()
     return calls
+
+
+def capture_block_calls(
+    model: nn.Module,
+    src_tokens: Tensor,
+    prev_output_tokens: Tensor,
+    src_lengths: Optional[Tensor] = None,
+) -> Dict[str, List[BlockCall]]:
+    """:func:`capture_calls` of a translation model; ``src_lengths`` defaults to the full length
+    of every row (a batch of one)."""
+    return capture_calls(model, translation_pass(src_tokens, prev_output_tokens, src_lengths))
 
 
 def block_map(layer: nn.Module, args: tuple, kwargs: dict) -> Callable[[Tensor], Tensor]:
@@ -161,6 +167,20 @@ def sentence_sensitivity(
         side: stack_sensitivity(getattr(model, side), calls[side], labels[side], num_exponents)
         for side in ("encoder", "decoder")
     }
+
+
+def context_sensitivity(
+    model: nn.Module,
+    tokens: Tensor,
+    token_string: Callable[[int, str], str],
+    num_exponents: Optional[int] = None,
+) -> Dict[str, StackSensitivity]:
+    """A language model's exponents of the last position of ``tokens`` (1-D: the context as the
+    model reads it, beginning-of-sentence symbol first) with respect to every token of it, along
+    the decoder's blocks (the paper's LM analysis)."""
+    calls = capture_calls(model, language_model_pass(tokens[None]))
+    labels = [token_string(int(t), "target") for t in tokens]
+    return {"decoder": stack_sensitivity(model.decoder, calls["decoder"], labels, num_exponents)}
 
 
 SensitivityJSON = Dict[str, Union[str, int, List[str], List[float], List[List[float]]]]

@@ -23,6 +23,8 @@ from torch import Tensor, nn
 from ode_seq.layers.blocks import ode_blocks
 from ode_seq.solvers import AdaptiveSolver, EMAWeights, FixedWeights, FreeWeights, SolveObserver, StageGate
 
+from .model_inputs import batch_pass, model_stacks
+
 GATE_BINS = np.linspace(0.0, 1.0, 21)
 
 
@@ -177,10 +179,14 @@ class TrajectoryRecorder:
 
 
 def record_trajectories(model: nn.Module, net_input: Dict[str, Tensor], pad: int) -> Dict[str, List[BlockTrajectory]]:
-    """Run the model once (no grad) and return the records of its encoder and decoder blocks."""
-    encoder, decoder = TrajectoryRecorder(model.encoder), TrajectoryRecorder(model.decoder)
-    encoder.keep = net_input["src_tokens"].ne(pad).T
-    decoder.keep = net_input["prev_output_tokens"].ne(pad).T
-    with encoder.recording(), decoder.recording(), torch.no_grad():
-        model(**net_input)
-    return {"encoder": encoder.records, "decoder": decoder.records}
+    """Run the model once (no grad) on fairseq's ``net_input`` and return the records of the
+    blocks of each of its stacks (encoder and decoder; a language model's decoder)."""
+    model_pass = batch_pass(model, net_input)
+    keep = model_pass.keep(pad)
+    recorders = {stack: TrajectoryRecorder(getattr(model, stack)) for stack in model_stacks(model)}
+    with contextlib.ExitStack() as recording, torch.no_grad():
+        for stack, recorder in recorders.items():
+            recorder.keep = keep[stack]
+            recording.enter_context(recorder.recording())
+        model(*model_pass.args)
+    return {stack: recorder.records for stack, recorder in recorders.items()}

@@ -1,13 +1,15 @@
-"""Analyse a trained checkpoint:
+"""Analyse a trained checkpoint, a translation model or a language model:
 
     python -m ode_seq.cli.analyze --path CKPT --data DATA-BIN --out DIR
 
 Writes titled PNG figures and ``report.json`` (see :mod:`ode_seq.analysis.report`): trajectory
 statistics and gates on a validation batch, weight spectra along depth, token-level Lyapunov
 exponents for one sentence (``--sentence``, tokenised and BPE-applied like the data; default:
-the first pair of ``--subset``), Euler's global error bound against the measured error of every
-Euler block, and with ``--teacher`` the per-layer error of a distilled student against its
-teacher. ``--model-overrides`` analyses the model with other options, e.g. another step count.
+the first pair of ``--subset``; for a language model, the exponents of the last position of its
+context, ``--sentence`` or the first line of ``--subset``), Euler's global error bound against
+the measured error of every Euler block, and with ``--teacher`` the per-layer error of a
+distilled student against its teacher. ``--model-overrides`` analyses the model with other
+options, e.g. another step count.
 """
 
 from __future__ import annotations
@@ -17,10 +19,14 @@ import ast
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
+
+from torch import Tensor
 
 from ode_seq.analysis.checkpoint import (
+    encode_context,
     encode_sentence,
+    first_context,
     first_pair,
     load_model,
     parameter_count,
@@ -28,6 +34,7 @@ from ode_seq.analysis.checkpoint import (
     unknown_count,
     validation_batch,
 )
+from ode_seq.analysis.model_inputs import is_language_model, model_stacks
 from ode_seq.analysis.report import AnalysisInputs, write_report
 from ode_seq.analysis.solver_counts import read_step_scores
 from ode_seq.analysis.token_sensitivity import greedy_target
@@ -53,7 +60,7 @@ def parse_args(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.
     parser.add_argument(
         "--sentence",
         help="source sentence for the Lyapunov exponents, tokenised "
-        "like the data (default: the first source of --subset)",
+        "like the data (default: the first source of --subset); a language model's context",
     )
     parser.add_argument(
         "--target", help="target for teacher forcing with --sentence (default: the model's greedy translation)"
@@ -106,47 +113,74 @@ def parse_args(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.
     return args
 
 
+def check_language_model_options(args: argparse.Namespace) -> None:
+    """ValueError for the options a language model has no use for."""
+    if args.target is not None:
+        raise ValueError("--target: a language model has no target; --sentence is its context")
+    if args.teacher:
+        raise ValueError("--teacher: trajectory errors against a teacher are for translation students")
+
+
+def sentence_inputs(args: argparse.Namespace, model, task) -> Tuple[Tensor, Optional[Tensor], Dict[str, object]]:
+    """(source, target, how they were chosen) for the Lyapunov exponents; for a language model
+    (source = its context, target None)."""
+    if is_language_model(model):
+        if args.sentence is None:
+            return first_context(task, args.subset), None, {"from": f"first line of {args.subset}"}
+        context = encode_context(task, args.sentence)
+        return context, None, {"from": "--sentence", "unknown_tokens": unknown_count(task, context, "source")}
+    if args.sentence is None:
+        source, target = first_pair(task, args.subset)
+        return source, target, {"from": f"first pair of {args.subset}"}
+    source = encode_sentence(task, args.sentence, "source")
+    info: Dict[str, object] = {"from": "--sentence", "unknown_source_tokens": unknown_count(task, source, "source")}
+    if args.target is None:
+        eos = task.target_dictionary.eos()
+        target = greedy_target(model, source, eos, max_len=2 * source.numel() + 10)
+        info["target"] = "greedy translation"
+    else:
+        target = encode_sentence(task, args.target, "target")
+        info["target"] = "--target"
+    return source, target, info
+
+
+def load_inputs(args: argparse.Namespace):
+    """(model, task, validation batch, teacher errors), the options checked against the model."""
+    model, task = load_model(args.path, args.data, args.user_dir, args.model_overrides)
+    if is_language_model(model):
+        check_language_model_options(args)
+    width = min(getattr(model, stack).embed_tokens.embedding_dim for stack in model_stacks(model))
+    if args.lyapunov_exponents is not None and args.lyapunov_exponents > width:
+        raise ValueError(
+            f"--lyapunov-exponents {args.lyapunov_exponents} exceeds the model "
+            f"width {width}: ask for at most {width} (or leave it out for all)"
+        )
+    batch = validation_batch(task, args.subset, args.max_sentences)
+    teacher_errors = None
+    if args.teacher:
+        teacher_errors = trajectory_errors(
+            model,
+            load_teacher(args.teacher, task).float(),
+            batch["net_input"],
+            task.source_dictionary.pad(),
+            task.target_dictionary.pad(),
+            args.control_times,
+            args.control_time_temperature,
+        )
+    return model, task, batch, teacher_errors
+
+
 def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.analyze") -> int:
     args = parse_args(argv, prog)
     logging.getLogger().setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
     try:
         check_output_directory(args.out, "--out")
         step_scores = read_step_scores(args.step_scores) if args.step_scores else None
-        model, task = load_model(args.path, args.data, args.user_dir, args.model_overrides)
-        width = min(model.encoder.embed_tokens.embedding_dim, model.decoder.embed_tokens.embedding_dim)
-        if args.lyapunov_exponents is not None and args.lyapunov_exponents > width:
-            raise ValueError(
-                f"--lyapunov-exponents {args.lyapunov_exponents} exceeds the model "
-                f"width {width}: ask for at most {width} (or leave it out for all)"
-            )
-        batch = validation_batch(task, args.subset, args.max_sentences)
-        teacher_errors = None
-        if args.teacher:
-            teacher_errors = trajectory_errors(
-                model,
-                load_teacher(args.teacher, task).float(),
-                batch["net_input"],
-                task.source_dictionary.pad(),
-                task.target_dictionary.pad(),
-                args.control_times,
-                args.control_time_temperature,
-            )
+        model, task, batch, teacher_errors = load_inputs(args)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    sentence_info = {"from": f"first pair of {args.subset}"}
-    if args.sentence is None:
-        source, target = first_pair(task, args.subset)
-    else:
-        source = encode_sentence(task, args.sentence, "source")
-        sentence_info = {"from": "--sentence", "unknown_source_tokens": unknown_count(task, source, "source")}
-        if args.target is None:
-            eos = task.target_dictionary.eos()
-            target = greedy_target(model, source, eos, max_len=2 * source.numel() + 10)
-            sentence_info["target"] = "greedy translation"
-        else:
-            target = encode_sentence(task, args.target, "target")
-            sentence_info["target"] = "--target"
+    source, target, sentence_info = sentence_inputs(args, model, task)
     inputs = AnalysisInputs(
         model=model,
         batch=batch,

@@ -11,6 +11,7 @@ ODE options exist (``--decoder-ode-method``, ``--decoder-ode-steps``, ``--ode-co
 
 from __future__ import annotations
 
+import ast
 from typing import ClassVar, Tuple
 
 from fairseq import utils
@@ -49,7 +50,7 @@ class ODETransformerLanguageModel(ODEModel, TransformerLanguageModel):
         if args.character_embeddings:
             return CharacterTokenEmbedder(
                 dictionary,
-                eval(args.character_filters),  # fairseq's option is a Python literal
+                ast.literal_eval(args.character_filters),  # fairseq's option is a Python literal
                 args.character_embedding_dim,
                 args.decoder_embed_dim,
                 args.char_embedder_highway_layers,
@@ -87,6 +88,7 @@ class ODETransformerLanguageModel(ODEModel, TransformerLanguageModel):
 
     @classmethod
     def build_model(cls, args, task):
+        """The model ``transformer_lm`` builds for ``args``, with the ODE decoder."""
         if args.decoder_layers_to_keep:
             args.decoder_layers = len(args.decoder_layers_to_keep.split(","))
         if getattr(args, "max_target_positions", None) is None:

@@ -233,3 +233,14 @@ def test_incremental_decoding_equals_full_forward_with_learned_coefficients_and_
 def test_incremental_decoding_equals_full_forward_with_stack_options(options, evaluations):
     arch = "stable_ode_transformer_lm" if "attention_kernel" in options else "ode_transformer_lm"
     assert_incremental_equals_full(build_lm(arch, **options), evaluations)
+
+
+def test_a_transformer_lm_checkpoint_fine_tunes_into_learned_gates_and_loads_nowhere_else():
+    euler = build_lm("ode_transformer_lm_euler").state_dict()
+    gated = build_lm("ode_transformer_lm_rk2_learned", finetune_from_model="euler.pt")
+    state = dict(euler)
+    gated.upgrade_state_dict_named(state, "")  # fairseq's loading does this before load_state_dict
+    gated.load_state_dict(state)  # strict: the gates start at the model's initial values
+    assert {k for k in state if k not in euler} == {k for k in gated.state_dict() if ".combiner." in k} != set()
+    with pytest.raises(RuntimeError, match=r"4 parameters missing from the checkpoint.*--finetune-from-model"):
+        build_lm("ode_transformer_lm_rk2_learned").load_state_dict(euler)
