@@ -346,7 +346,7 @@ lock_dir() {  # lock_dir DIR — hold DIR (made if missing) for this run, or fai
 }
 
 lock_holder() {  # lock_holder LOCK — who holds LOCK: the run that took it, or the processes it left
-  local taker pid link holders=()
+  local taker pid
   taker="$(cat -- "$1")"
   pid="${taker#PID }"
   pid="${pid%%,*}"
@@ -354,11 +354,12 @@ lock_holder() {  # lock_holder LOCK — who holds LOCK: the run that took it, or
     echo "$taker"
     return
   fi
-  for link in /proc/[0-9]*/fd/*; do
-    [[ "$(readlink -- "$link" 2>/dev/null)" != "$1" ]] || holders+=("$(cut -d/ -f3 <<< "$link")")
-  done
-  echo "${taker:-a run starting} has ended, but processes it started still run: PID $(sort -un <<< \
-"$(printf '%s\n' "${holders[@]}")" | paste -sd' ')"
+  pid="PID $(find /proc/[0-9]*/fd -maxdepth 1 -lname "$1" 2>/dev/null | cut -d/ -f3 | sort -un | paste -sd' ')"
+  if [[ -z "$taker" ]]; then
+    echo "$pid, starting"
+  else
+    echo "$taker has ended, but processes it started still run: $pid"
+  fi
 }
 
 # The translation scripts once read the architecture from ODE_SEQ_ARCH; no script reads it now.
