@@ -18,6 +18,8 @@ from typing import Any, Dict
 
 import torch
 
+from ode_seq.output_files import explaining_full_disk
+
 FAIRSEQ_CHECKPOINT_TYPES = [argparse.Namespace]
 
 
@@ -83,14 +85,36 @@ def check_finite_parameters(path: str, parameters: Dict[str, Any]) -> None:
             )
 
 
+class _ByteCounter:
+    """A file-like sink that only counts what is written to it."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def serialized_size(state: Dict[str, Any]) -> int:
+    """The bytes torch.save(state) writes, counted without writing them anywhere."""
+    counter = _ByteCounter()
+    torch.save(state, counter)
+    return counter.size
+
+
 def save_checkpoint(state: Dict[str, Any], path: str) -> None:
     """torch.save(state) to a temporary name next to ``path``, then renamed to ``path``; a failed
-    write leaves neither."""
+    write leaves neither, and one for want of space raises OutputWriteError with the space needed."""
     tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with explaining_full_disk(path, lambda: serialized_size(state)):
+        try:
+            torch.save(state, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise

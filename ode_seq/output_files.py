@@ -1,16 +1,20 @@
 """Output paths checked before a tool starts its work: a path that cannot be written fails at
 once, with the option named, instead of with a traceback after minutes of work. The checks write
 and delete a temporary file where the output will go, so a read-only disk or a missing
-permission is found too; they create nothing."""
+permission is found too; they create nothing.
+
+Outputs are written under a temporary name and renamed when complete. A write that fails for want
+of space (a full disk, or the file size limit) leaves nothing half-written and says what it needs."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import resource
 import shutil
 import tempfile
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 
 def _check_writable_directory(directory: str, option: str, path: str) -> None:
@@ -72,42 +76,57 @@ def format_size(size: int) -> str:
     return f"{size} bytes"
 
 
-def out_of_space(error: BaseException, directory: str, needed: int) -> Optional[str]:
-    """Why writing ``needed`` bytes into ``directory`` failed with ``error``: the process's file
-    size limit (RLIMIT_FSIZE, ``ulimit -f``) or the free space of the disk, with both numbers and
-    the fix; None when neither explains it. Measured, not read off ``error`` alone: torch.save
-    reports a failed write as a RuntimeError without its errno."""
+def out_of_space(error: BaseException, directory: str, file_size: int, total: Optional[int] = None) -> Optional[str]:
+    """Why writing a file of ``file_size`` bytes (``total`` bytes in all, default ``file_size``) into
+    ``directory`` failed with ``error``: the process's file size limit (RLIMIT_FSIZE, ``ulimit -f``)
+    or the free space of the disk, with both numbers and the fix; None when neither explains it.
+    Measured, not read off ``error`` alone: torch.save reports a failed write as a RuntimeError
+    without its errno."""
+    total = file_size if total is None else total
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     code = getattr(error, "errno", None)
-    if limit != resource.RLIM_INFINITY and (needed > limit or code == errno.EFBIG):
+    if limit != resource.RLIM_INFINITY and (file_size > limit or code == errno.EFBIG):
         return (
             f"the file size limit of this process (ulimit -f) is {format_size(limit)} but the file "
-            f"takes {format_size(needed)}; raise the limit (ulimit -f unlimited)"
+            f"takes {format_size(file_size)}; raise the limit (ulimit -f unlimited)"
         )
     free = shutil.disk_usage(directory).free
-    if needed > free or code in (errno.ENOSPC, errno.EDQUOT):
+    if total > free or code in (errno.ENOSPC, errno.EDQUOT):
         return (
             f"the disk holding {directory} is full: {format_size(free)} free, and this needs "
-            f"{format_size(needed)}; free that much space or choose another location"
+            f"{format_size(total)}; free that much space or choose another location"
         )
     return None
+
+
+@contextlib.contextmanager
+def explaining_full_disk(path: str, needed: Callable[[], int]) -> Iterator[None]:
+    """Inside: an OSError or RuntimeError that the lack of space explains (see `out_of_space`; the
+    output takes ``needed()`` bytes), or such an error already explained for a file written on the
+    way, becomes an OutputWriteError naming ``path``. The code inside must leave nothing
+    half-written and ``path`` as it was."""
+    try:
+        yield
+    except (OSError, RuntimeError, OutputWriteError) as error:
+        reason = out_of_space(error, os.path.dirname(os.path.abspath(path)), needed())
+        if reason is None:
+            raise
+        raise OutputWriteError(f"could not write {path}: {reason}; {path} was left as it was") from None
 
 
 def write_text_atomically(path: str, text: str) -> None:
     """``text`` (UTF-8) into a temporary file beside ``path``, renamed onto ``path`` when complete,
     so ``path`` is never half-written; the directory is created if missing. A failed write leaves
-    no temporary file and keeps a previous ``path``; for want of space it raises OutputWriteError."""
+    no temporary file and keeps a previous ``path`` (OutputWriteError when for want of space)."""
     data = text.encode("utf-8")
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException as error:
-        os.unlink(tmp)
-        reason = out_of_space(error, directory, len(data)) if isinstance(error, OSError) else None
-        if reason:
-            raise OutputWriteError(f"could not write {path}: {reason}; {path} was left as it was") from None
-        raise
+    with explaining_full_disk(path, lambda: len(data)):
+        handle, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise

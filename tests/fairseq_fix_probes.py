@@ -235,6 +235,45 @@ def numpy_compat_long(work: Path) -> None:
     assert [blocks[i].tolist() for i in range(len(blocks))] == [[4, 5, 2], [6, 2]]
 
 
+def save_dir_lock(work: Path) -> None:
+    import fcntl
+
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.trainer import Trainer
+
+    cfg = FairseqConfig()
+    cfg.checkpoint.save_dir = str(work)
+    with open(work / ".fairseq-train.lock", "w") as other_run:  # another open file: another run's lock
+        fcntl.flock(other_run, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        expect_error(ValueError, "in use by another training", Trainer, cfg, None, None, None)
+
+
+def full_disk_save(work: Path) -> None:
+    import errno
+
+    from fairseq import checkpoint_utils
+    from fairseq.dataclass.configs import CheckpointConfig
+
+    def full_disk(filename: str, extra_state: Any) -> None:
+        Path(filename).write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    trainer = SimpleNamespace(
+        data_parallel_rank=0,
+        task=SimpleNamespace(),
+        consolidate_optimizer=lambda: None,
+        should_save_checkpoint_on_current_rank=True,
+        get_num_updates=lambda: 3,
+        checkpoint_suffix="",
+        save_checkpoint=full_disk,
+        state_dict=lambda: {"model": {"w": torch.zeros(4)}},
+    )
+    epoch_itr = SimpleNamespace(epoch=1, end_of_epoch=lambda: True, state_dict=lambda: {})
+    cfg = CheckpointConfig(save_dir=str(work))
+    expect_error(ValueError, "the disk holding", checkpoint_utils.save_checkpoint, cfg, trainer, epoch_itr, None)
+    assert not list(work.glob("*.tmp*")), f"half-written files left: {sorted(work.iterdir())}"
+
+
 PROBES: Dict[str, Callable[[Path], None]] = {
     probe.__name__: probe
     for probe in (
@@ -252,6 +291,8 @@ PROBES: Dict[str, Callable[[Path], None]] = {
         fp16_on_cpu,
         interactive_input,
         numpy_compat_long,
+        save_dir_lock,
+        full_disk_save,
     )
 }
 

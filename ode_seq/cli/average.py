@@ -130,11 +130,10 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.av
             raise ValueError(
                 f"--output {args.output} is one of the checkpoints to average; write the average to another file"
             )
-        state = average(paths)
+        save_checkpoint(average(paths), args.output)
     except ValueError as error:
         print(f"average: error: {error}", file=sys.stderr)
         return 1
-    save_checkpoint(state, args.output)
     print(f"averaged {len(paths)} checkpoints: {', '.join(os.path.basename(x) for x in paths)} -> {args.output}")
     return 0
 

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional
 from fairseq import checkpoint_utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, verify_checkpoint_file
+from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, serialized_size, verify_checkpoint_file
 from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, plain_transformer
 from ode_seq.fairseq_fixes import apply_fixes
 from ode_seq.models import (
@@ -43,7 +43,7 @@ from ode_seq.models import (
     NonAutonomousODETransformerModel,
     ODETransformerLanguageModel,
 )
-from ode_seq.output_files import check_output_directory, check_output_file, same_file
+from ode_seq.output_files import check_output_directory, check_output_file, explaining_full_disk, same_file
 
 TARGETS = ("fairseq", "ctranslate2", "hf")
 
@@ -189,7 +189,8 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.ex
             plain = plain_transformer(model, options)
             save_checkpoint(fairseq_state(args, plain), args.output)
         else:
-            plain = write_directory(args, model, options, task)
+            with explaining_full_disk(args.output, lambda: serialized_size(model.state_dict())):
+                plain = write_directory(args, model, options, task)
     except ValueError as error:
         print(f"export: error: {error}", file=sys.stderr)
         return 1

@@ -23,6 +23,7 @@ from .checkpoint_loading import CheckpointLoading
 from .cpu_ddp import CPUDistributedDataParallel
 from .fix import FairseqFix
 from .fp16_on_cpu import FP16FlatGradsOnCPU
+from .full_disk_save import FullDiskSave
 from .interactive_input import InteractiveInput
 from .last_batch import KeepLastBatch
 from .model_loading import ModelLoading
@@ -31,6 +32,7 @@ from .numpy_compat import NumpyCompatLong
 from .preprocess_hint import PreprocessHint
 from .restore_file import RestoreFileMustExist
 from .save_dir import SaveDirHint
+from .save_dir_lock import SaveDirLock
 from .torchrun import TorchrunLaunch
 
 # fairseq 0.12.2 (PyPI), ve-fairseq 0.12.3 and fairseq-fixed 0.12.3.1 are one code line: the
@@ -73,6 +75,8 @@ FIXES: Dict[str, FairseqFix] = fix_registry(
         FP16FlatGradsOnCPU(),
         InteractiveInput(),
         NumpyCompatLong(),
+        SaveDirLock(),
+        FullDiskSave(),
     )
 )
 
