@@ -17,10 +17,10 @@ import os
 import sys
 import tempfile
 import traceback
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
+from unittest import mock
 
 import fairseq_cli.interactive  # noqa: F401  (fix interactive_input patches it where fairseq-interactive runs)
 import numpy as np
@@ -31,6 +31,7 @@ from ode_seq.fairseq_fixes import FIXES
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FAIRSEQ_PACKAGES = ("fairseq", "fairseq_cli")
+MISSING = object()
 
 
 def fairseq_modules() -> List[str]:
@@ -63,19 +64,8 @@ def changed_objects(before: Dict[str, Any], modules: Iterable[str]) -> List[str]
     """Names whose object differs from ``before``'s (replaced, added or removed) in ``modules``."""
     after = fairseq_objects(modules)
     return sorted(
-        name for name in before.keys() | after.keys() if before.get(name, before) is not after.get(name, after)
+        name for name in before.keys() | after.keys() if before.get(name, MISSING) is not after.get(name, MISSING)
     )
-
-
-@contextmanager
-def environment(**variables: str) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
 
 
 def expect_error(error_type: type, text: str, call: Callable, *args, **kwargs) -> None:
@@ -206,7 +196,8 @@ def torchrun(work: Path) -> None:
     def train_alone(cfg, **kwargs):
         raise AssertionError("one of two torchrun processes trains alone")
 
-    with environment(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500", WORLD_SIZE="2", RANK="1", LOCAL_RANK="1"):
+    launched = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}
+    with mock.patch.dict(os.environ, launched):
         expect_error(ValueError, "--distributed-backend gloo", distributed_utils.call_main, cfg, train_alone)
 
 
