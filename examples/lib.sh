@@ -5,6 +5,7 @@
 # complete, so an existing target is always complete and its stage is skipped on reruns.
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$REPO_ROOT/scripts/supervise.sh"  # a stop (SIGTERM, SIGINT, SIGHUP) ends every process the script started
 SCRIPT_NAME="$(basename "$0")"
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
