@@ -15,6 +15,7 @@
 # PYTHON names the interpreter (default: python3, the image's, which has torch).
 set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$REPO_ROOT/scripts/supervise.sh"  # a stop (SIGTERM, SIGINT, SIGHUP) ends every process it started
 PYTHON="${PYTHON:-python3}"
 OUT_DIR="${OUT:-$REPO_ROOT/work-dirs/gpu-run}"
 SECONDS_BUDGET=510

@@ -6,7 +6,10 @@ Parts, in order, each a process of its own with a share of the budget: ``checks`
 docs/benchmarks.md in bf16 at d=512) and ``study`` (:mod:`benchmarks.gpu_study`). A part's limit is
 its share of the time then left, so time a part leaves unused goes to the later ones. A part past
 its limit is stopped (SIGTERM, then SIGKILL) and the next one starts; every part writes its results
-as it goes, so a stopped part keeps what it finished. Then ``summary.md`` is written from the
+as it goes, so a stopped part keeps what it finished. A SIGTERM, SIGINT or SIGHUP to this process
+stops the part running the same way, starts no other and ends the run (exit status 128 + the
+signal's number) once the summary is written; a part also gets SIGTERM when this process dies
+(Linux's parent-death signal), so no part outlives the run. Then ``summary.md`` is written from the
 results: the parts' limits, times and outcomes, the checks, the speed table and the study's
 learning curves. Output files (at most 8, as the device tool brings back): summary.md, parts.json,
 checks.jsonl, speed.md, speed.json, study.jsonl, run.log.
@@ -15,6 +18,7 @@ checks.jsonl, speed.md, speed.json, study.jsonl, run.log.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -71,6 +75,8 @@ SMOKE_STUDY = ["--smoke", "--max-updates", "6"]  # a smoke run takes as long as 
 SMOKE_SHARES = {"checks": 0.4, "speed": 0.25, "study": 0.35}
 STUDY_SHARE_OF_LIMIT = 0.9  # the study ends itself within this part of its limit
 STOP_GRACE_SECONDS = 10
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 @dataclass
@@ -151,8 +157,37 @@ def share(part: Part, smoke: bool) -> float:
     return SMOKE_SHARES[part.name] if smoke else part.share
 
 
+class Stopped(Exception):
+    """A stop signal reached the run; ``outcome`` is that of the part it stopped, if one was running."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.outcome: Optional[Outcome] = None
+
+
+def raise_stopped(signum: int, frame: Any) -> None:
+    for sig in STOP_SIGNALS:  # one stop is enough: the ones after it wait for the first to finish
+        signal.signal(sig, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
+def end_with_parent(parent: int) -> Callable[[], None]:
+    """What a part's process runs before it starts: it gets SIGTERM when ``parent`` dies (Linux)."""
+    prctl = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
+
+    def preexec() -> None:
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(128 + signal.SIGTERM)
+
+    return preexec
+
+
 def run_part(part: Part, options: Options, limit: float, log) -> Outcome:
-    """Run ``part`` for at most ``limit`` seconds; its stderr (and stdout unless it has a file) go to ``log``."""
+    """Run ``part`` for at most ``limit`` seconds; its stderr (and stdout unless it has a file) go to
+    ``log``. :class:`Stopped` raised while it runs stops it and is raised again with its outcome."""
     outcome = Outcome(part.name, limit, command=part.command(options, limit))
     log.write(f"\n===== part {part.name}: limit {limit:.0f} s: {' '.join(outcome.command)}\n")
     log.flush()
@@ -165,6 +200,7 @@ def run_part(part: Part, options: Options, limit: float, log) -> Outcome:
             stdout=stdout,
             stderr=log,
             start_new_session=True,
+            preexec_fn=end_with_parent(os.getpid()),
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
         try:
@@ -173,12 +209,17 @@ def run_part(part: Part, options: Options, limit: float, log) -> Outcome:
         except subprocess.TimeoutExpired:
             stop(process)
             outcome.status = f"cut at its limit of {limit:.0f} s (partial results kept)"
+        except Stopped as stopped:
+            stop(process)
+            outcome.status = f"stopped by {stopped} (partial results kept)"
+            stopped.outcome = outcome
+            raise
     finally:
         if part.stdout:
             stdout.close()
-    outcome.seconds = time.perf_counter() - started
-    log.write(f"===== part {part.name}: {outcome.status} after {outcome.seconds:.0f} s\n")
-    log.flush()
+        outcome.seconds = time.perf_counter() - started
+        log.write(f"===== part {part.name}: {outcome.status} after {outcome.seconds:.0f} s\n")
+        log.flush()
     return outcome
 
 
@@ -355,17 +396,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     options = Options(args.out_dir, args.data_bin, "cpu" if args.smoke else "cuda", args.smoke)
     deadline = time.perf_counter() + args.seconds
     os.makedirs(args.out_dir, exist_ok=True)
-    env = dict(install=args.install, **environment(options))
+    env: Dict[str, Any] = dict(install=args.install)
     outcomes: List[Outcome] = []
     chosen = [p for p in PARTS if p.name in args.parts]
-    with open(os.path.join(args.out_dir, "run.log"), "a", encoding="utf-8") as log:
-        for i, part in enumerate(chosen):
-            left = deadline - time.perf_counter()
-            limit = left * share(part, args.smoke) / sum(share(p, args.smoke) for p in chosen[i:])
-            outcomes.append(run_part(part, options, max(limit, 1.0), log))
+    stopped_by = None
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, raise_stopped)
+    try:
+        env.update(environment(options))
+        with open(os.path.join(args.out_dir, "run.log"), "a", encoding="utf-8") as log:
+            for i, part in enumerate(chosen):
+                left = deadline - time.perf_counter()
+                limit = left * share(part, args.smoke) / sum(share(p, args.smoke) for p in chosen[i:])
+                outcomes.append(run_part(part, options, max(limit, 1.0), log))
+    except Stopped as stopped:
+        stopped_by = stopped.signum
+        outcomes += [stopped.outcome] if stopped.outcome else []
+    for sig in STOP_SIGNALS:  # the summary is written whole, also when a stop comes now
+        signal.signal(sig, signal.SIG_IGN)
     with open(os.path.join(args.out_dir, "parts.json"), "w", encoding="utf-8") as f:
         json.dump(dict(environment=env, parts=[asdict(o) for o in outcomes]), f, indent=2)
     print(write_summary(args.out_dir, env, outcomes))
+    if stopped_by is not None:
+        return 128 + stopped_by
     return 0 if all(o.status == "finished" for o in outcomes) else 1
 
 

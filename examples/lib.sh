@@ -11,6 +11,7 @@
 # (threads of each process; checked below), and through torch CUDA_VISIBLE_DEVICES.
 unset CDPATH  # with CDPATH set, `cd DIR` may go elsewhere and prints where it went
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$REPO_ROOT/scripts/supervise.sh"  # a stop (SIGTERM, SIGINT, SIGHUP) ends every process the script started
 SCRIPT_NAME="$(basename "$0")"
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 

@@ -3,6 +3,7 @@
 # corpus on CPU, translate the test set and score it: bash scripts/demo.sh [--compare] [...]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/supervise.sh"  # a stop (SIGTERM, SIGINT, SIGHUP) ends every process it started
 bash "$ROOT/scripts/setup.sh"
 export PATH="${ODE_SEQ_VENV:-$ROOT/.venv}/bin:$PATH"
 exec bash "$ROOT/examples/translation/run_bible_demo.sh" "$@"

@@ -12,6 +12,19 @@ from tests.e2e.cli import run
 
 WORDS = [f"w{i}" for i in range(24)]
 SIZES = {"train": 400, "valid": 20, "test": 20}
+# The slice of the bundled Bible corpus that the translation pipelines' tests prepare (prepare_bible.sh options).
+BIBLE_SLICE = [
+    "--train-pairs",
+    "200",
+    "--valid-pairs",
+    "16",
+    "--test-pairs",
+    "16",
+    "--vocab-size",
+    "250",
+    "--workers",
+    "1",
+]
 
 
 def reversal_pairs(n: int, rng: random.Random) -> List[List[str]]:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.corpus import BIBLE_SLICE
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN = REPO_ROOT / "examples" / "distillation" / "run.sh"
 TINY = [
@@ -38,16 +40,7 @@ TINY = [
     "2",
     "--freeze-interface-updates",
     "2",
-    "--train-pairs",
-    "200",
-    "--valid-pairs",
-    "16",
-    "--test-pairs",
-    "16",
-    "--vocab-size",
-    "250",
-    "--workers",
-    "1",
+    *BIBLE_SLICE,
 ]
 
 

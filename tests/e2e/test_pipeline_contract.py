@@ -126,11 +126,13 @@ def test_a_missing_odeseq_venv_is_a_clear_error(script, args, tmp_path):
 
 @pytest.fixture
 def fake_root(tmp_path) -> Path:
-    """A repository root holding only examples/lib.sh and a probe script that prints which python
-    use_project_python chose."""
+    """A repository root holding only examples/lib.sh (and scripts/supervise.sh, which it sources)
+    and a probe script that prints which python use_project_python chose."""
     root = tmp_path / "repo"
     (root / "examples" / "probe").mkdir(parents=True)
+    (root / "scripts").mkdir()
     shutil.copy(EXAMPLES / "lib.sh", root / "examples" / "lib.sh")
+    shutil.copy(REPO_ROOT / "scripts" / "supervise.sh", root / "scripts" / "supervise.sh")
     (root / "examples" / "probe" / "probe.sh").write_text(
         'source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"\nuse_project_python\ncommand -v python\n'
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ode_seq.metrics.bleu import paired_test
+from tests.e2e.corpus import BIBLE_SLICE
 from tests.e2e.test_translation_pipeline import run_script
 
 STUDY_TABLE = Path(__file__).resolve().parents[2] / "examples" / "translation" / "study_table.py"
@@ -34,16 +35,7 @@ TINY_STUDY = [
     "32",
     "--jobs",
     "2",
-    "--train-pairs",
-    "200",
-    "--valid-pairs",
-    "16",
-    "--test-pairs",
-    "16",
-    "--vocab-size",
-    "250",
-    "--workers",
-    "1",
+    *BIBLE_SLICE,
 ]
 
 

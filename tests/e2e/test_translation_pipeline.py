@@ -20,29 +20,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.e2e import cli
+from tests.e2e.corpus import BIBLE_SLICE
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TRANSLATION = REPO_ROOT / "examples" / "translation"
 TEST_PAIRS = 16
-TINY_MODEL = [
-    "--encoder-embed-dim",
-    "32",
-    "--decoder-embed-dim",
-    "32",
-    "--encoder-ffn-embed-dim",
-    "64",
-    "--decoder-ffn-embed-dim",
-    "64",
-    "--encoder-attention-heads",
-    "2",
-    "--decoder-attention-heads",
-    "2",
-    "--encoder-layers",
-    "2",
-    "--decoder-layers",
-    "2",
-    "--max-tokens",
-    "600",
-]
+TINY_MODEL = [*cli.TINY_MODEL, "--max-tokens", "600"]
 
 
 def pipeline_arch() -> str:
@@ -58,18 +42,7 @@ def pipeline_arch() -> str:
 
 
 ARCH = pipeline_arch()
-PREPARE_ARGS = [
-    "--train-pairs",
-    "200",
-    "--valid-pairs",
-    "16",
-    "--test-pairs",
-    str(TEST_PAIRS),
-    "--vocab-size",
-    "250",
-    "--workers",
-    "1",
-]
+PREPARE_ARGS = BIBLE_SLICE
 DEMO_ARGS = [
     "--arch",
     ARCH,

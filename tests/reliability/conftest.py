@@ -1,4 +1,5 @@
-"""Shared fixtures: one binarised corpus and one uninterrupted RK4 training run per session.
+"""Shared fixtures: one binarised corpus, one uninterrupted RK4 training run and one prepared slice of
+the Bible corpus per session.
 
 In-process models run torch on one thread (or ``ODE_SEQ_TEST_THREADS``), as the tools do
 (``OMP_NUM_THREADS=1``): the models are tiny, and thread hand-offs on a busy machine cost far more
@@ -7,6 +8,8 @@ than the arithmetic.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from tests.conftest import fixed_torch_threads
 from tests.e2e.cli import run
 from tests.e2e.corpus import preprocess, write_reversal_corpus
 from tests.reliability.corpus import resumable_training
+from tests.reliability.process_tree import PREPARE_ARGS, TRANSLATION, pipeline_env
 
 fixed_threads = pytest.fixture(autouse=True)(fixed_torch_threads)
 
@@ -33,3 +37,26 @@ def reference_run(data_bin, tmp_path_factory):
     save = tmp_path_factory.mktemp("uninterrupted")
     out = run("fairseq-train", resumable_training(data_bin, save))
     return save, out.stdout
+
+
+@pytest.fixture(scope="session")
+def prepared_bible(tmp_path_factory) -> Path:
+    """A work dir of prepare_bible.sh on the tiny slice (process_tree.PREPARE_ARGS); copy it, never change it."""
+    work = tmp_path_factory.mktemp("prepared-bible")
+    result = subprocess.run(
+        [str(TRANSLATION / "prepare_bible.sh"), "--work-dir", str(work), *PREPARE_ARGS],
+        capture_output=True,
+        text=True,
+        env=pipeline_env(),
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return work
+
+
+@pytest.fixture
+def bible_work(prepared_bible, tmp_path) -> Path:
+    """A private copy of the prepared work dir."""
+    work = tmp_path / "work"
+    shutil.copytree(prepared_bible, work, symlinks=True)
+    return work
