@@ -229,11 +229,13 @@ def numpy_compat_long(work: Path) -> None:
 def save_dir_lock(work: Path) -> None:
     import fcntl
 
-    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.dataclass.configs import CheckpointConfig, DistributedTrainingConfig
     from fairseq.trainer import Trainer
 
-    cfg = FairseqConfig()
-    cfg.checkpoint.save_dir = str(work)
+    # FairseqConfig()'s parts are shared defaults (another probe changes its rank): build fresh ones
+    cfg = SimpleNamespace(
+        checkpoint=CheckpointConfig(save_dir=str(work)), distributed_training=DistributedTrainingConfig()
+    )
     with open(work / ".fairseq-train.lock", "w") as other_run:  # another open file: another run's lock
         fcntl.flock(other_run, fcntl.LOCK_EX | fcntl.LOCK_NB)
         expect_error(ValueError, "in use by another training", Trainer, cfg, None, None, None)
