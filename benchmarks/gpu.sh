@@ -14,6 +14,7 @@
 #   --parts "A B"     of checks speed study (default: all three)
 # PYTHON names the interpreter (default: python3, the image's, which has torch).
 set -euo pipefail
+unset CDPATH  # with CDPATH set, `cd DIR` may go elsewhere and print where it went
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$REPO_ROOT/scripts/supervise.sh"  # a stop (SIGTERM, SIGINT, SIGHUP) ends every process it started
 PYTHON="${PYTHON:-python3}"
