@@ -118,7 +118,8 @@ for arch in "${ARCHS[@]}"; do
   "$HERE/evaluate.sh" --data-bin "$WORK_DIR/data-bin" --checkpoint-dir "$save_dir" \
     --gpus "$(( GPUS > 0 ))" --ref "$WORK_DIR/raw/test.es" --lang es "${average[@]}" \
     -- --max-len-a "$MAX_LEN_A" --max-len-b "$MAX_LEN_B" > /dev/null
-  if [[ "$KEEP_CHECKPOINTS" -eq 0 ]]; then
+  if [[ "$KEEP_CHECKPOINTS" -eq 0 ]]; then  # checkpoint_last.pt first: without it, a rerun after a kill
+    rm -f "$save_dir/checkpoint_last.pt"   # here takes averaged.pt as the model, whatever is left
     find "$save_dir" -maxdepth 1 -name 'checkpoint*.pt' -delete
   fi
 done
