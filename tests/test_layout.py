@@ -18,7 +18,7 @@ ALLOWED = {
     "analysis": {"solvers", "layers", "checkpoint_files"},
     "fairseq_fixes": {"checkpoint_files"},
     "export": {"solvers", "layers", "models", "checkpoint_files"},
-    "cli": {"analysis", "models", "export", "fairseq_fixes", "checkpoint_files", "output_files"},
+    "cli": {"analysis", "models", "export", "fairseq_fixes", "checkpoint_files", "output_files", "metrics"},
     "metrics": {"output_files"},
 }
 
