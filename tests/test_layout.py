@@ -12,12 +12,13 @@ ALLOWED = {
     "options": set(),
     "checkpoint_files": set(),
     "output_files": set(),
+    "training_data": set(),
     "layers": {"solvers", "options"},
-    "models": {"solvers", "layers", "options", "checkpoint_files"},
+    "models": {"solvers", "layers", "options", "checkpoint_files", "training_data"},
     "analysis": {"solvers", "layers", "checkpoint_files"},
-    "fairseq_fixes": {"checkpoint_files"},
+    "fairseq_fixes": {"checkpoint_files", "training_data"},
     "export": {"solvers", "layers", "models", "checkpoint_files"},
-    "cli": {"analysis", "models", "export", "fairseq_fixes", "checkpoint_files", "output_files"},
+    "cli": {"analysis", "models", "export", "fairseq_fixes", "checkpoint_files", "output_files", "training_data"},
     "metrics": {"output_files"},
 }
 

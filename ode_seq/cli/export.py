@@ -12,7 +12,8 @@
 Exportable: Euler ODE Transformers whose steps are Transformer layers, the non-autonomous model at
 any step count (``--encoder-steps``/``--decoder-steps``), ``lora_transformer`` (adapters merged) and
 fairseq's ``transformer`` trained with the plugin (:mod:`ode_seq.export.plain`). Exit status: 2 for
-usage errors (including paths that do not exist or cannot be written), 1 for a model the target
+usage errors (including paths that do not exist or cannot be written, and a ``--data`` or ``--spm``
+whose dictionaries or pieces are not those the model was trained with), 1 for a model the target
 cannot represent (the message names the option).
 
     python -m ode_seq.cli.export --path ckpt.pt --encoder-steps 12 --decoder-steps 12 --output plain.pt
@@ -37,6 +38,8 @@ from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, plain_transform
 from ode_seq.fairseq_fixes import apply_fixes
 from ode_seq.models import NonAutonomousODETransformerModel
 from ode_seq.output_files import check_output_directory, check_output_file, same_file
+from ode_seq.training_data.record import DataMismatchError
+from ode_seq.training_data.subword_models import check_subword_model, sentencepiece_file
 
 TARGETS = ("fairseq", "ctranslate2", "hf")
 
@@ -153,11 +156,16 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.ex
         return 2
     try:
         model, options, task = load_model(args)
+        if args.spm is not None:
+            check_subword_model(sentencepiece_file(f"--spm {args.spm}", args.spm), task)
         if args.to == "fairseq":
             plain = plain_transformer(model, options)
             save_checkpoint(fairseq_state(args, plain), args.output)
         else:
             plain = write_directory(args, model, options, task)
+    except DataMismatchError as error:  # --data or --spm is not what the model was trained with
+        print(f"export: error: {error}", file=sys.stderr)
+        return 2
     except ValueError as error:
         print(f"export: error: {error}", file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@ from .model_loading import ModelLoading
 from .ngram_blocking import NGramBlocking
 from .preprocess_hint import PreprocessHint
 from .restore_file import RestoreFileMustExist
+from .resumed_data import ResumedData
 from .save_dir import SaveDirHint
 from .torchrun import TorchrunLaunch
 
@@ -48,6 +49,7 @@ FIXES: Dict[str, FairseqFix] = {
         ModelLoading(),
         TorchrunLaunch(),
         FP16FlatGradsOnCPU(),
+        ResumedData(),
     )
 }
 
