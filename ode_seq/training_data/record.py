@@ -1,7 +1,7 @@
 """What a checkpoint records about the data its model was trained with, and the checks against it.
 
 A checkpoint saved by a task with the plugin loaded (fairseq's ``translation`` and
-``language_modeling``, :class:`RecordsTrainingData`) records in its ``task_state``:
+``language_modeling``, :class:`~.recording_task.RecordsTrainingData`) records in its ``task_state``:
 
 - ``language_pair``: [source, target] (translation only);
 - ``dictionaries``: per side (``source``, ``target``) the dictionary file it was read from, the
