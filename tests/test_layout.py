@@ -11,13 +11,14 @@ PACKAGE = Path(ROOT) / "ode_seq"
 ALLOWED = {
     "solvers": set(),
     "options": set(),
-    "checkpoint_files": set(),
+    "checkpoint_files": {"output_files"},
     "output_files": set(),
     "training_data": set(),
+    "text_files": set(),
     "layers": {"solvers", "options"},
     "models": {"solvers", "layers", "options", "checkpoint_files", "training_data"},
     "analysis": {"solvers", "layers", "checkpoint_files"},
-    "fairseq_fixes": {"checkpoint_files", "training_data"},
+    "fairseq_fixes": {"checkpoint_files", "output_files", "training_data", "text_files"},
     "export": {"solvers", "layers", "models", "checkpoint_files"},
     "cli": {
         "analysis",
@@ -29,7 +30,7 @@ ALLOWED = {
         "metrics",
         "training_data",
     },
-    "metrics": {"output_files"},
+    "metrics": {"output_files", "text_files"},
 }
 
 

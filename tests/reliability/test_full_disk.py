@@ -24,9 +24,9 @@ from typing import Dict, List
 import pytest
 from fairseq import checkpoint_utils
 
-from benchmarks.inprocess import fairseq_trainer
 from ode_seq import output_files
 from ode_seq.fairseq_fixes.save_dir_lock import LOCK_FILE
+from ode_seq.models.in_process import fairseq_trainer
 from ode_seq.output_files import OutputWriteError, out_of_space, write_text_atomically
 from tests.e2e.cli import BIN, ROOT, run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error, tool_env
