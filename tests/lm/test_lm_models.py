@@ -40,6 +40,7 @@ def fairseq_model(lm_data, arch: str, *options: str):
     return tasks.setup_task(cfg.task).build_model(cfg.model), cfg.model
 
 
+@pytest.mark.numerics
 def test_euler_lm_equals_fairseqs_prenorm_transformer_lm_weight_for_weight(lm_data):
     # transformer_lm's input and output dims default to 512 whatever --decoder-embed-dim says.
     dims = ("--decoder-input-dim", "32", "--decoder-output-dim", "32")
@@ -156,6 +157,7 @@ FORMULAS = {
 }
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("name", FORMULAS)
 def test_rk_lm_equals_its_formula_in_plain_torch(name):
     arch, options, formula = FORMULAS[name]
@@ -200,6 +202,7 @@ def assert_incremental_equals_full(model) -> None:
     assert_computes(model, lambda: log_probs(model, rows), incremental)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("method", TABLEAUS)
 def test_incremental_decoding_with_beam_reorders_equals_full_forward(kind, method):
@@ -208,6 +211,7 @@ def test_incremental_decoding_with_beam_reorders_equals_full_forward(kind, metho
     assert_incremental_equals_full(model)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("field", FIELD_FORMS)
 @pytest.mark.parametrize("mode", [m for m in COEFFICIENT_MODES if m != "fixed"])
 def test_incremental_decoding_equals_full_forward_with_learned_coefficients_and_fields(mode, field):
@@ -215,6 +219,7 @@ def test_incremental_decoding_equals_full_forward_with_learned_coefficients_and_
     assert_incremental_equals_full(model)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "options",
     [
