@@ -206,3 +206,21 @@ def test_the_dlcl_corrector_is_the_encoders_only_and_the_stable_kind_refuses_cor
         build_model("pcformer_small", TinyTask(), decoder_ode_corrector="dlcl")
     with pytest.raises(ValueError, match="stable kind bounds its Runge-Kutta steps"):
         build_model("stable_ode_transformer_small", TinyTask(), encoder_ode_corrector="multistep")
+
+
+def test_a_checkpoint_of_another_history_length_is_refused_naming_the_option():
+    trained = build_model("pcformer_small", TinyTask()).state_dict()
+    with pytest.raises(
+        RuntimeError, match=r"of another shape \(encoder\.layers\.0\.corrector\.beta.*--\*-ode-corrector-history"
+    ):
+        build_model("pcformer_small", TinyTask(), encoder_ode_corrector_history=1).load_state_dict(trained)
+
+
+@pytest.mark.parametrize("corrector", ["multistep", "dlcl"])
+def test_a_transformer_checkpoint_fine_tunes_into_a_predictor_corrector_stack(corrector):
+    euler = build_model("ode_transformer_euler_small", TinyTask()).state_dict()
+    model = build_model("pcformer_small", TinyTask(), encoder_ode_corrector=corrector, finetune_from_model="euler.pt")
+    state = dict(euler)
+    model.upgrade_state_dict_named(state, "")  # fairseq's loading does this before load_state_dict
+    model.load_state_dict(state)  # strict: the EMA and corrector weights start at their initial values
+    assert {k for k in state if k not in euler} == {k for k in model.state_dict() if k not in euler} != set()

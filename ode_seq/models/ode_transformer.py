@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 
 PARAMETER_OPTIONS = (
     "--ode-coefficients, --encoder-layers/--decoder-layers, --*-share-group-size, "
-    "--*-layer-history, --*-relative-positions, embedding and FFN sizes, the --time-* options"
+    "--*-layer-history, --*-relative-positions, --*-ode-corrector and --*-ode-corrector-history, "
+    "embedding and FFN sizes, the --time-* options"
 )
 
 
