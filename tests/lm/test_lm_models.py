@@ -192,6 +192,7 @@ def pcformer_rk4(history_length: int) -> Callable[[object, torch.Tensor], torch.
     return step
 
 
+@pytest.mark.numerics
 def test_pcformer_lm_equals_its_formula_in_plain_torch():
     model = build_lm("ode_transformer_lm_pcformer", decoder_layers=4, decoder_ode_corrector_history=1).eval()
     generator = torch.Generator().manual_seed(3)
@@ -204,6 +205,7 @@ def test_pcformer_lm_equals_its_formula_in_plain_torch():
     assert_computes(model, lambda: log_probs(model, tokens), expected)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("kind", ["standard", "time-dependent"])
 def test_predictor_corrector_incremental_decoding_with_beam_reorders_equals_full_forward(kind):
     arch, options = KINDS[kind]
