@@ -12,7 +12,7 @@ from torch import nn
 
 import user_dir  # noqa: F401  (registers ode_transformer, applies the fairseq fixes)
 from benchmarks.settings import Settings
-from ode_seq.models.by_name import DictionaryTask, build_model, transformer_sizes
+from ode_seq.models.by_name import DictionaryTask, build_model
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,17 @@ def ode(
 
 def build(spec: ModelSpec, settings: Settings, dictionary: Dictionary) -> nn.Module:
     """The model of ``spec`` at the run's width, seeded, on the run's device."""
+    d = settings.embed_dim
     model = build_model(
         spec.arch,
         DictionaryTask(dictionary),
         seed=settings.seed,
-        **transformer_sizes(settings.embed_dim, settings.heads),
+        encoder_embed_dim=d,
+        decoder_embed_dim=d,
+        encoder_ffn_embed_dim=settings.ffn_dim,
+        decoder_ffn_embed_dim=settings.ffn_dim,
+        encoder_attention_heads=settings.heads,
+        decoder_attention_heads=settings.heads,
         encoder_normalize_before=True,
         decoder_normalize_before=True,
         dropout=0.1,

@@ -34,19 +34,6 @@ class DictionaryTask:
         self.source_dictionary = self.target_dictionary = dictionary
 
 
-def transformer_sizes(embed_dim: int, heads: int) -> Dict[str, int]:
-    """Width options of an encoder-decoder transformer, the same on both sides: model dimension
-    d = ``embed_dim``, FFN dimension 4d, ``heads`` attention heads."""
-    return dict(
-        encoder_embed_dim=embed_dim,
-        decoder_embed_dim=embed_dim,
-        encoder_ffn_embed_dim=4 * embed_dim,
-        decoder_ffn_embed_dim=4 * embed_dim,
-        encoder_attention_heads=heads,
-        decoder_attention_heads=heads,
-    )
-
-
 def architecture_options(arch: str, **options: Any) -> argparse.Namespace:
     """The options of ``--arch arch`` given ``options`` (``arch`` among them): the architecture's
     defaults fill in the rest."""
@@ -87,3 +74,16 @@ def random_batch(
         prev[i, 0] = d.eos()
         prev[i, 1 : n + 1] = torch.randint(d.nspecial, len(d), (n,), generator=g)
     return src.to(device), torch.tensor(lengths, device=device), prev.to(device)
+
+
+def transformer_sizes(embed_dim: int, heads: int) -> Dict[str, int]:
+    """Width options of an encoder-decoder transformer, the same on both sides: model dimension
+    d = ``embed_dim``, FFN dimension 4d, ``heads`` attention heads."""
+    return dict(
+        encoder_embed_dim=embed_dim,
+        decoder_embed_dim=embed_dim,
+        encoder_ffn_embed_dim=4 * embed_dim,
+        decoder_ffn_embed_dim=4 * embed_dim,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+    )
