@@ -31,7 +31,7 @@ import torch
 
 import user_dir  # noqa: F401  (registers the models, applies the fairseq fixes)
 from ode_seq.analysis.solver_counts import adaptive_blocks
-from ode_seq.models.by_name import DictionaryTask, build_model, random_batch, word_dictionary
+from ode_seq.models.by_name import DictionaryTask, build_model, random_batch, transformer_sizes, word_dictionary
 from ode_seq.models.families import FEATURES, command_line
 from ode_seq.models.in_process import PLUGIN_DIR, fairseq_trainer
 from ode_seq.models.incremental_decoding import full_and_incremental_log_probs, max_difference
@@ -58,16 +58,8 @@ class Sizes:
     lengths: Tuple[int, ...]
 
     def options(self) -> Dict[str, int]:
-        d = self.embed_dim
         return dict(
-            encoder_embed_dim=d,
-            decoder_embed_dim=d,
-            encoder_ffn_embed_dim=4 * d,
-            decoder_ffn_embed_dim=4 * d,
-            encoder_attention_heads=self.heads,
-            decoder_attention_heads=self.heads,
-            encoder_layers=self.layers,
-            decoder_layers=self.layers,
+            transformer_sizes(self.embed_dim, self.heads), encoder_layers=self.layers, decoder_layers=self.layers
         )
 
 
@@ -104,28 +96,24 @@ def decoding_checks(sizes: Sizes, device: str) -> Iterator[Dict[str, Any]]:
             .eval()
         )
         full32, inc32, mask = full_and_incremental_log_probs(model, task, sizes.lengths)
-        error32 = max_difference(full32, inc32, mask)
-        yield dict(
-            group="decoding",
-            name=f"{method}/{mode}",
-            dtype="fp32",
-            error=error32,
-            tolerance=FP32_TOLERANCE,
-            passed=error32 <= FP32_TOLERANCE,
-        )
+        yield decoding_result(f"{method}/{mode}", "fp32", max_difference(full32, inc32, mask), FP32_TOLERANCE)
         full16, inc16, _ = full_and_incremental_log_probs(model.to(torch.bfloat16), task, sizes.lengths)
-        error16 = max_difference(full16, inc16, mask)
         rounding = max_difference(full16, full32, mask)
-        tolerance = BF16_FACTOR * rounding
-        yield dict(
-            group="decoding",
-            name=f"{method}/{mode}",
-            dtype="bf16",
-            error=error16,
-            rounding=rounding,
-            tolerance=tolerance,
-            passed=math.isfinite(error16) and error16 <= tolerance,
-        )
+        error16 = max_difference(full16, inc16, mask)
+        yield decoding_result(f"{method}/{mode}", "bf16", error16, BF16_FACTOR * rounding, rounding=rounding)
+
+
+def decoding_result(name: str, dtype: str, error: float, tolerance: float, **measured: float) -> Dict[str, Any]:
+    """A decoding check's line: passed when ``error`` is finite and at most ``tolerance``."""
+    return dict(
+        group="decoding",
+        name=name,
+        dtype=dtype,
+        error=error,
+        **measured,
+        tolerance=tolerance,
+        passed=math.isfinite(error) and error <= tolerance,
+    )
 
 
 SMOKE_FAMILIES = ("residual (euler)", "dopri5, parallel field, shared weights")
@@ -138,38 +126,47 @@ def training_families(smoke: bool) -> Dict[str, Tuple[str, Dict[str, Any]]]:
 
 
 def training_arguments(
-    data_bin: str, arch: str, options: Dict[str, Any], sizes: Sizes, precision: str, device: str
+    data_bin: str,
+    arch: str,
+    model_options: Dict[str, Any],
+    precision: str,
+    device: str,
+    lr: float = 1e-4,
+    warmup_updates: int = 10,
+    max_tokens: int = 1024,
+    extra: Sequence[str] = (),
 ) -> List[str]:
-    """fairseq-train's command line for a few updates of ``arch`` in ``precision``."""
-    size_options = {k: v for k, v in sizes.options().items() if k not in options}
+    """fairseq-train's command line for ``arch`` with ``model_options`` in ``precision`` (fp16 or
+    bf16) on ``device``: shared embeddings, Adam at ``lr`` after ``warmup_updates`` of
+    inverse-square-root warm-up, label smoothing 0.1, ``max_tokens`` per batch, seed 1; then ``extra``."""
     args = [
         data_bin,
         "--user-dir",
         PLUGIN_DIR,
         "--arch",
         arch,
-        *command_line(size_options),
-        *command_line(options),
+        *command_line(model_options),
         "--share-all-embeddings",
         "--optimizer",
         "adam",
         "--lr",
-        "1e-4",
+        str(lr),
         "--lr-scheduler",
         "inverse_sqrt",
         "--warmup-updates",
-        "10",
+        str(warmup_updates),
         "--criterion",
         "label_smoothed_cross_entropy",
         "--label-smoothing",
         "0.1",
         "--max-tokens",
-        "1024",
+        str(max_tokens),
         "--num-workers",
         "0",
         "--seed",
         "1",
         "--no-progress-bar",
+        *extra,
         *PRECISIONS[precision],
     ]
     if device == "cpu":
@@ -201,9 +198,8 @@ def training_checks(sizes: Sizes, device: str, data_bin: str) -> Iterator[Dict[s
         for precision in PRECISIONS:
             result = dict(group="training", name=family, dtype=precision)
             try:
-                outcome = train_a_few_updates(
-                    training_arguments(data_bin, arch, family_options, sizes, precision, device)
-                )
+                options = {**sizes.options(), **family_options}
+                outcome = train_a_few_updates(training_arguments(data_bin, arch, options, precision, device))
             except Exception as error:  # the check's finding: which family, which precision, why
                 yield dict(
                     result,

@@ -30,8 +30,9 @@ from fairseq import utils
 from fairseq.sequence_generator import SequenceGenerator
 
 import user_dir  # noqa: F401  (registers the models, applies the fairseq fixes)
-from ode_seq.models.families import command_line
-from ode_seq.models.in_process import PLUGIN_DIR, fairseq_trainer
+from benchmarks.gpu_checks import training_arguments
+from ode_seq.models.by_name import transformer_sizes
+from ode_seq.models.in_process import fairseq_trainer
 
 # configuration → (architecture, encoder layers); decoders have as many layers as a 6-6 model's.
 CONFIGS = {
@@ -57,57 +58,15 @@ class Recipe:
 
     def arguments(self, data_bin: str, config: str, precision: str, device: str) -> List[str]:
         arch, encoder_layers = CONFIGS[config]
-        d = self.embed_dim
         sizes = dict(
-            encoder_embed_dim=d,
-            decoder_embed_dim=d,
-            encoder_ffn_embed_dim=4 * d,
-            decoder_ffn_embed_dim=4 * d,
-            encoder_attention_heads=self.heads,
-            decoder_attention_heads=self.heads,
+            transformer_sizes(self.embed_dim, self.heads),
             decoder_layers=self.layers,
             encoder_layers=encoder_layers * self.layers // 6,
         )
-        args = [
-            data_bin,
-            "--user-dir",
-            PLUGIN_DIR,
-            "--arch",
-            arch,
-            *command_line(sizes),
-            "--share-all-embeddings",
-            "--dropout",
-            "0.1",
-            "--optimizer",
-            "adam",
-            "--adam-betas",
-            "(0.9, 0.98)",
-            "--clip-norm",
-            "0.0",
-            "--lr",
-            str(self.lr),
-            "--lr-scheduler",
-            "inverse_sqrt",
-            "--warmup-updates",
-            str(self.warmup),
-            "--warmup-init-lr",
-            "1e-07",
-            "--criterion",
-            "label_smoothed_cross_entropy",
-            "--label-smoothing",
-            "0.1",
-            "--max-tokens",
-            str(self.max_tokens),
-            "--seed",
-            "1",
-            "--num-workers",
-            "0",
-            "--no-progress-bar",
-            f"--{precision}",
-        ]
-        if device == "cpu":  # see benchmarks.gpu_checks.training_arguments
-            args += ["--cpu", "--fp16-no-flatten-grads", "--fp16-init-scale", "1"]
-        return args
+        extra = ["--dropout", "0.1", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0", "--warmup-init-lr", "1e-07"]
+        return training_arguments(
+            data_bin, arch, sizes, precision, device, self.lr, self.warmup, self.max_tokens, extra
+        )
 
 
 SMOKE_RECIPE = Recipe(
@@ -183,6 +142,11 @@ def write(out: TextIO, record: Dict[str, Any]) -> None:
     print(f"[study] {json.dumps(record)}", file=sys.stderr, flush=True)
 
 
+def write_result(out: TextIO, event: str, config: str, updates: int, started: float, **results: Any) -> None:
+    """One configuration's ``results`` after ``updates``, with the seconds since ``started``."""
+    write(out, dict(event=event, config=config, updates=updates, **results, elapsed=time.perf_counter() - started))
+
+
 def study(
     data_bin: str,
     configs: Sequence[str],
@@ -226,30 +190,12 @@ def study(
         validate(runs, updates, recipe, started, out)
     write(out, dict(event="trained", updates=updates, skipped_updates=skipped, elapsed=time.perf_counter() - started))
     for config, run in runs.items():
-        write(
-            out,
-            dict(
-                event="test",
-                config=config,
-                updates=updates,
-                **run.test_bleu(recipe),
-                elapsed=time.perf_counter() - started,
-            ),
-        )
+        write_result(out, "test", config, updates, started, **run.test_bleu(recipe))
 
 
 def validate(runs: Dict[str, Run], updates: int, recipe: Recipe, started: float, out: TextIO) -> None:
     for config, run in runs.items():
-        write(
-            out,
-            dict(
-                event="valid",
-                config=config,
-                updates=updates,
-                valid_nll=run.valid_nll(recipe.max_tokens),
-                elapsed=time.perf_counter() - started,
-            ),
-        )
+        write_result(out, "valid", config, updates, started, valid_nll=run.valid_nll(recipe.max_tokens))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -246,6 +246,13 @@ train_device_options() {  # train_device_options GPUS [FP16] — fairseq-train o
   fi
 }
 
+start_training() {  # start_training SAVE_DIR NAME DICT HINT — before a training stage: the project's
+  use_project_python  # python first on PATH, the data's DICT present (else HINT), SAVE_DIR held for this run;
+  require_file "$3" "$4"  # exits 0 (logging "skip") when SAVE_DIR/train.done marks the run finished
+  lock_dir "$1"
+  run_stage "$1/train.done" "training $2" || exit 0
+}
+
 run_training() {  # run_training SAVE_DIR COMMAND... — its output also goes to SAVE_DIR/train.log;
   local save_dir="$1"  # SAVE_DIR/train.done marks a finished run
   shift

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import resource
 import shutil
+import sys
 import tempfile
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 
 def _check_writable_directory(directory: str, option: str, path: str) -> None:
@@ -130,3 +132,14 @@ def write_text_atomically(path: str, text: str) -> None:
         except BaseException:
             os.unlink(tmp)
             raise
+
+
+def write_json_report(path: str, payload: Any, error_prefix: str, ensure_ascii: bool = True) -> int:
+    """A tool's exit status after writing ``payload`` as indented JSON to ``path`` atomically: 0,
+    or 2 when for want of space, after ``{error_prefix}: <why>`` on stderr."""
+    try:
+        write_text_atomically(path, json.dumps(payload, indent=2, ensure_ascii=ensure_ascii) + "\n")
+    except OutputWriteError as error:
+        print(f"{error_prefix}: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -26,10 +26,7 @@ parse_options "$@" <<'EOF'
 EOF
 DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
 SAVE_DIR="${SAVE_DIR:-$WORK_DIR/checkpoints/$ARCH}"
-use_project_python
-require_file "$DATA_BIN/dict.src.txt" "run examples/gec/prepare.sh first (or pass --data-bin)"
-lock_dir "$SAVE_DIR"
-run_stage "$SAVE_DIR/train.done" "training $ARCH" || exit 0
+start_training "$SAVE_DIR" "$ARCH" "$DATA_BIN/dict.src.txt" "run examples/gec/prepare.sh first (or pass --data-bin)"
 GPUS="${GPUS:-$(default_gpus)}"
 
 # shellcheck disable=SC2046  # the device options are words

@@ -26,10 +26,8 @@ parse_options "$@" <<'EOF'
 EOF
 ARCH="${ARCH:-${CNNDM_ARCH_OF_METHOD[$METHOD]}}"
 SAVE_DIR="${SAVE_DIR:-$WORK_DIR/checkpoints/$METHOD}"
-use_project_python
-require_file "$WORK_DIR/bin/dict.source.txt" "run examples/summarization/prepare.sh --work-dir $WORK_DIR first"
-lock_dir "$SAVE_DIR"
-run_stage "$SAVE_DIR/train.done" "training $ARCH" || exit 0
+start_training "$SAVE_DIR" "$ARCH" "$WORK_DIR/bin/dict.source.txt" \
+  "run examples/summarization/prepare.sh --work-dir $WORK_DIR first"
 GPUS="${GPUS:-$(default_gpus)}"
 
 DEVICES=$((GPUS > 0 ? GPUS : 1))

@@ -28,13 +28,10 @@ DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
 SAVE_DIR="${SAVE_DIR:-$WORK_DIR/checkpoints/$ARCH}"
 [[ "$MAX_UPDATE" -gt 0 || ! "$MINUTES" =~ ^0*([.]0*)?([eE][-+]?[0-9]+)?$ ]] \
   || usage_error "give a budget: --minutes M and/or --max-update N"
-use_project_python
-require_file "$DATA_BIN/dict.en.txt" "run examples/translation/prepare_bible.sh first (or pass --data-bin)"
+start_training "$SAVE_DIR" "$ARCH" "$DATA_BIN/dict.en.txt" \
+  "run examples/translation/prepare_bible.sh first (or pass --data-bin)"
 STOP_HOURS="$(python -c "import sys; print(float(sys.argv[1]) / 60)" "$MINUTES")"
 GPUS="${GPUS:-$(default_gpus)}"
-
-lock_dir "$SAVE_DIR"
-run_stage "$SAVE_DIR/train.done" "training $ARCH" || exit 0
 BUDGET=()
 [[ "$MAX_UPDATE" -gt 0 ]] && BUDGET+=(--max-update "$MAX_UPDATE")
 [[ "$STOP_HOURS" != "0.0" ]] && BUDGET+=(--stop-time-hours "$STOP_HOURS")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 
-from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
 
-from .fix import FairseqFix
+from .fix import ReplacementFix
 
 
 class AtomicCopyPathManager(PathManager):
@@ -23,7 +22,7 @@ class AtomicCopyPathManager(PathManager):
         return ok
 
 
-class AtomicCheckpointCopy(FairseqFix):
+class AtomicCheckpointCopy(ReplacementFix):
     """fairseq's ``save_checkpoint`` writes checkpoint_last.pt, checkpoint_best.pt, … by copying
     the newest checkpoint over them in place: a crash during the copy leaves a truncated file
     that the next run fails to resume from. The fix: checkpoint_utils uses a PathManager subclass
@@ -32,7 +31,5 @@ class AtomicCheckpointCopy(FairseqFix):
     name = "atomic_checkpoint_copy"
     issues = ("facebookresearch/fairseq#2684",)
     patches = ("fairseq.checkpoint_utils.PathManager",)
+    replacement = AtomicCopyPathManager
     changes_working_runs = False
-
-    def apply(self) -> None:
-        checkpoint_utils.PathManager = AtomicCopyPathManager

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from fairseq.models import distributed_fairseq_model
 from torch.nn.parallel import DistributedDataParallel
 
-from .fix import FairseqFix
+from .fix import ReplacementFix
 
 
 class DeviceAwareDistributedDataParallel(DistributedDataParallel):
@@ -18,7 +17,7 @@ class DeviceAwareDistributedDataParallel(DistributedDataParallel):
         super().__init__(module, device_ids=device_ids, output_device=output_device, **kwargs)
 
 
-class CPUDistributedDataParallel(FairseqFix):
+class CPUDistributedDataParallel(ReplacementFix):
     """fairseq's ``DistributedFairseqModel`` gives torch's DDP ``device_ids=[device_id]`` even for
     CPU modules, which DDP refuses, so ``--cpu`` data-parallel training stops at start-up. The
     fix: fairseq builds a DDP subclass that leaves ``device_ids`` out for CPU modules."""
@@ -26,7 +25,5 @@ class CPUDistributedDataParallel(FairseqFix):
     name = "cpu_ddp"
     issues = ("facebookresearch/fairseq#2879",)
     patches = ("fairseq.models.distributed_fairseq_model.DistributedDataParallel",)
+    replacement = DeviceAwareDistributedDataParallel
     changes_working_runs = False
-
-    def apply(self) -> None:
-        distributed_fairseq_model.DistributedDataParallel = DeviceAwareDistributedDataParallel

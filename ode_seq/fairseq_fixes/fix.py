@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import ClassVar, Tuple
 
 
@@ -22,3 +23,15 @@ class FairseqFix:
 
     def apply(self) -> None:
         raise NotImplementedError
+
+
+class ReplacementFix(FairseqFix):
+    """A fix that sets the one module attribute it ``patches`` to ``replacement``, a subclass of
+    fairseq's class that has the fix."""
+
+    replacement: ClassVar[type]
+
+    def apply(self) -> None:
+        (target,) = self.patches
+        module, _, attribute = target.rpartition(".")
+        setattr(importlib.import_module(module), attribute, self.replacement)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from fairseq import optim
 
-from .fix import FairseqFix
+from .fix import ReplacementFix
 
 
 class CPUFlatFP16Optimizer(optim.FP16Optimizer):
@@ -21,7 +21,7 @@ class CPUFlatFP16Optimizer(optim.FP16Optimizer):
         return {None: flat}
 
 
-class FP16FlatGradsOnCPU(FairseqFix):
+class FP16FlatGradsOnCPU(ReplacementFix):
     """fairseq's ``FP16Optimizer.build_fp32_params`` puts the flat fp32 copy of the parameters on
     ``torch.cuda.current_device()``, so ``fairseq-train --fp16 --cpu`` stops with "Torch not
     compiled with CUDA enabled" unless ``--fp16-no-flatten-grads`` is given. The fix: the trainer
@@ -30,7 +30,5 @@ class FP16FlatGradsOnCPU(FairseqFix):
     name = "fp16_on_cpu"
     issues = ("facebookresearch/fairseq#5296",)
     patches = ("fairseq.optim.FP16Optimizer",)
+    replacement = CPUFlatFP16Optimizer
     changes_working_runs = False
-
-    def apply(self) -> None:
-        optim.FP16Optimizer = CPUFlatFP16Optimizer

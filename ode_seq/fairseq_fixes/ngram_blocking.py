@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 
 import torch
-from fairseq import sequence_generator
 from fairseq.ngram_repeat_block import NGramRepeatBlock
 
-from .fix import FairseqFix
+from .fix import ReplacementFix
 
 
 def block_repeated_ngrams(tokens: torch.Tensor, lprobs: torch.Tensor, step: int, n: int) -> torch.Tensor:
@@ -32,7 +31,7 @@ class IntendedNGramRepeatBlock(NGramRepeatBlock):
         return block_repeated_ngrams(tokens, lprobs, step, self.no_repeat_ngram_size)
 
 
-class NGramBlocking(FairseqFix):
+class NGramBlocking(ReplacementFix):
     """fairseq's ``NGramRepeatBlock._no_repeat_ngram`` (the blocker whenever the CUDA extension is
     not built, e.g. on every CPU) compares the last n−1 entries of the whole, mostly unfilled
     token buffer instead of the last n−1 generated tokens, so ``--no-repeat-ngram-size`` never
@@ -42,6 +41,4 @@ class NGramBlocking(FairseqFix):
     name = "ngram_blocking"
     issues = ("facebookresearch/fairseq#4709", "facebookresearch/fairseq#5206")
     patches = ("fairseq.sequence_generator.NGramRepeatBlock",)
-
-    def apply(self) -> None:
-        sequence_generator.NGramRepeatBlock = IntendedNGramRepeatBlock
+    replacement = IntendedNGramRepeatBlock

@@ -1,11 +1,12 @@
-"""Shared pieces of ode-seq's fairseq attention variants: the key/value cache, masking logits
-and combining heads."""
+"""Shared pieces of ode-seq's fairseq attention variants: the key/value cache, masking logits,
+combining heads, and :class:`HeadwiseAttention`, the forward pass they share."""
 
 from __future__ import annotations
 
 from typing import Optional, Tuple
 
 import torch
+from fairseq import utils
 from fairseq.modules.multihead_attention import MultiheadAttention
 from torch import Tensor, nn
 
@@ -75,3 +76,71 @@ def attend(
         if not need_head_weights:
             weights = weights.mean(dim=0)
     return out, weights
+
+
+class HeadwiseAttention(MultiheadAttention):
+    """fairseq's attention (its projections, cache format and forward signature) computed as
+
+        P = softmax(masked(logits(q, k))),    out = out_proj(dropout(P) · v)
+
+    per head, q from :meth:`project_queries`, k and v from :meth:`project_keys_values` (or
+    fairseq's cache); a subclass defines :meth:`logits`, and :meth:`observe` sees every P."""
+
+    def project_queries(self, query: Tensor) -> Tensor:
+        """W_Q x, (T, B, C)."""
+        return self.q_proj(query)
+
+    def project_keys_values(
+        self, query: Tensor, key: Optional[Tensor], value: Optional[Tensor]
+    ) -> Tuple[Tensor, Tensor]:
+        """W_K key and W_V value, (S, B, C)."""
+        assert key is not None and value is not None
+        return self.k_proj(key), self.v_proj(value)
+
+    def logits(self, q: Tensor, k: Tensor) -> Tensor:
+        """Attention logits (B·H, T, S) of queries q (B·H, T, d_h) and keys k (B·H, S, d_h)."""
+        raise NotImplementedError
+
+    def observe(self, probs: Tensor, logits: Tensor, key_padding_mask: Optional[Tensor], cached: bool) -> None:
+        """Sees each forward's P and masked logits (B·H, T, S), its keys' padding mask (B, S) and
+        whether a key/value cache was in use; nothing here."""
+
+    def split_heads(self, x: Tensor, bsz: int) -> Tensor:
+        """(T, B, H·d_h) → (B·H, T, d_h)."""
+        return x.contiguous().view(-1, bsz * self.num_heads, self.head_dim).transpose(0, 1)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Optional[Tensor],
+        value: Optional[Tensor],
+        key_padding_mask: Optional[Tensor] = None,
+        incremental_state: Optional[IncrementalState] = None,
+        need_weights: bool = True,
+        static_kv: bool = False,
+        attn_mask: Optional[Tensor] = None,
+        before_softmax: bool = False,
+        need_head_weights: bool = False,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        if need_head_weights:
+            need_weights = True
+        bsz = query.size(1)
+        q = self.split_heads(self.project_queries(query), bsz)
+        reuse_static = (
+            incremental_state is not None
+            and static_kv
+            and self._get_input_buffer(incremental_state).get("prev_key") is not None
+        )
+        k: Optional[Tensor] = None
+        v: Optional[Tensor] = None
+        if not reuse_static:
+            k, v = (self.split_heads(x, bsz) for x in self.project_keys_values(query, key, value))
+        if incremental_state is not None:
+            k, v, key_padding_mask = cached_keys_values(self, incremental_state, k, v, key_padding_mask, bsz, static_kv)
+        assert k is not None and v is not None
+        logits = masked_logits(self.logits(q, k), attn_mask, key_padding_mask, bsz)
+        if before_softmax:
+            return logits, v
+        probs = utils.softmax(logits, dim=-1).type_as(logits)
+        self.observe(probs, logits, key_padding_mask, incremental_state is not None)
+        return attend(self, probs, v, bsz, need_weights, need_head_weights)

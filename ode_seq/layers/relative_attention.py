@@ -11,15 +11,12 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 import torch
-from fairseq import utils
-from fairseq.modules.multihead_attention import MultiheadAttention
 from torch import Tensor, nn
 
-from .attention_heads import attend, cached_keys_values, masked_logits
-from .stage_caches import IncrementalState
+from .attention_heads import HeadwiseAttention
 
 
-class RelativePositionSelfAttention(MultiheadAttention):
+class RelativePositionSelfAttention(HeadwiseAttention):
     """fairseq's self-attention (same projections and cache format) plus relative keys."""
 
     def __init__(self, embed_dim: int, num_heads: int, max_relative_position: int, dropout: float = 0.0) -> None:
@@ -39,39 +36,16 @@ class RelativePositionSelfAttention(MultiheadAttention):
         r = self.relative_keys(distance + self.max_relative_position).to(q.dtype)
         return torch.einsum("btd,tsd->bts", q, r)
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Optional[Tensor],
-        value: Optional[Tensor],
-        key_padding_mask: Optional[Tensor] = None,
-        incremental_state: Optional[IncrementalState] = None,
-        need_weights: bool = True,
-        static_kv: bool = False,
-        attn_mask: Optional[Tensor] = None,
-        before_softmax: bool = False,
-        need_head_weights: bool = False,
-    ) -> Tuple[Tensor, Optional[Tensor]]:
-        if need_head_weights:
-            need_weights = True
-        bsz = query.size(1)
-        heads, head_dim = self.num_heads, self.head_dim
+    def project_queries(self, query: Tensor) -> Tensor:
+        """W_Q x / √d_h: the relative logits use the scaled queries too."""
+        return self.q_proj(query) * self.scaling
 
-        def split_heads(x: Tensor) -> Tensor:
-            return x.contiguous().view(-1, bsz * heads, head_dim).transpose(0, 1)
+    def project_keys_values(
+        self, query: Tensor, key: Optional[Tensor], value: Optional[Tensor]
+    ) -> Tuple[Tensor, Tensor]:
+        """W_K x and W_V x of the queries' own sequence x (self-attention)."""
+        return self.k_proj(query), self.v_proj(query)
 
-        q = split_heads(self.q_proj(query) * self.scaling)
-        k = split_heads(self.k_proj(query))
-        v = split_heads(self.v_proj(query))
-        if incremental_state is not None:
-            k, v, key_padding_mask = cached_keys_values(
-                self, incremental_state, k, v, key_padding_mask, bsz, static_kv=False
-            )
-        src_len = k.size(1)
-
-        logits = torch.bmm(q, k.transpose(1, 2)) + self._relative_logits(q, src_len)
-        logits = masked_logits(logits, attn_mask, key_padding_mask, bsz)
-        if before_softmax:
-            return logits, v
-        probs = utils.softmax(logits, dim=-1).type_as(logits)
-        return attend(self, probs, v, bsz, need_weights, need_head_weights)
+    def logits(self, q: Tensor, k: Tensor) -> Tensor:
+        """q_i · (k_j + r_{clip(j − i)}), q already scaled."""
+        return torch.bmm(q, k.transpose(1, 2)) + self._relative_logits(q, k.size(1))

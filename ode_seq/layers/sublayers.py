@@ -97,6 +97,27 @@ def _sublayer(layer: Any, branch: Any, norm: Any, residual_weight: Optional[Tens
     return Sublayer(branch, None if layer.normalize_before else norm, residual_weight)
 
 
+def _self_attention(
+    layer: Any,
+    u: Tensor,
+    kv: Tensor,
+    key_padding_mask: Optional[Tensor],
+    attn_mask: Optional[Tensor],
+    incremental_state: Optional[Any] = None,
+) -> Tensor:
+    """SelfAttn(u) with keys and values from ``kv`` (u, or encoder_out and u), without weights."""
+    a, _ = layer.self_attn(
+        query=u,
+        key=kv,
+        value=kv,
+        key_padding_mask=key_padding_mask,
+        incremental_state=incremental_state,
+        need_weights=False,
+        attn_mask=attn_mask,
+    )
+    return a
+
+
 def feed_forward_sublayer(layer: Any) -> Sublayer:
     """s_f(x) = Dropout(FFN(LN x)), with fairseq's ``ffn_layernorm`` and ``w_resid`` if any."""
 
@@ -124,15 +145,7 @@ def encoder_sublayers(
         if mask is not None:  # as fairseq's encoder layer: 1 → a large negative logit
             mask = mask.masked_fill(mask.to(torch.bool), -1e8 if x.dtype == torch.float32 else -1e4)
         u = _pre_norm(layer, layer.self_attn_layer_norm, x)
-        a, _ = layer.self_attn(
-            query=u,
-            key=u,
-            value=u,
-            key_padding_mask=encoder_padding_mask,
-            need_weights=False,
-            attn_mask=mask,
-        )
-        return layer.dropout_module(a)
+        return layer.dropout_module(_self_attention(layer, u, u, encoder_padding_mask, mask))
 
     return [_sublayer(layer, attention, layer.self_attn_layer_norm), feed_forward_sublayer(layer)]
 
@@ -165,15 +178,7 @@ def decoder_sublayers(
                     source = padding.new_zeros(encoder_out.size(1), encoder_out.size(0))
                 padding = torch.cat((source, padding), dim=1)
             kv = torch.cat((encoder_out, u), dim=0)
-        a, _ = layer.self_attn(
-            query=u,
-            key=kv,
-            value=kv,
-            key_padding_mask=padding,
-            incremental_state=incremental_state,
-            need_weights=False,
-            attn_mask=mask,
-        )
+        a = _self_attention(layer, u, kv, padding, mask, incremental_state)
         if layer.c_attn is not None:  # fairseq's --scale-heads
             length, batch = a.size(0), a.size(1)
             heads = a.view(length, batch, layer.nh, layer.head_dim)

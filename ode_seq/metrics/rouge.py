@@ -17,7 +17,6 @@ CLI: ``python -m ode_seq.metrics.rouge --hyp H --ref R [--paired BASELINE] --jso
 """
 
 import argparse
-import json
 import os
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -36,7 +35,7 @@ from ode_seq.metrics.paired_bootstrap import (
     resample_indices,
 )
 from ode_seq.metrics.sentence_split import one_sentence_per_line
-from ode_seq.output_files import OutputWriteError, check_output_file, write_text_atomically
+from ode_seq.output_files import check_output_file, write_json_report
 from ode_seq.text_files import read_lines
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
@@ -207,11 +206,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
         }
         if args.paired:
             payload["paired"] = paired.as_dict()
-        try:
-            write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
-        except OutputWriteError as error:
-            print(f"rouge: error: {error}", file=sys.stderr)
-            return 2
+        return write_json_report(args.json, payload, "rouge: error")
     return 0
 
 

@@ -12,7 +12,7 @@ option not given, as ``--arch`` does, and values given win over its defaults.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Sequence, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 import torch
 from fairseq.data import Dictionary
@@ -74,3 +74,16 @@ def random_batch(
         prev[i, 0] = d.eos()
         prev[i, 1 : n + 1] = torch.randint(d.nspecial, len(d), (n,), generator=g)
     return src.to(device), torch.tensor(lengths, device=device), prev.to(device)
+
+
+def transformer_sizes(embed_dim: int, heads: int) -> Dict[str, int]:
+    """Width options of an encoder-decoder transformer, the same on both sides: model dimension
+    d = ``embed_dim``, FFN dimension 4d, ``heads`` attention heads."""
+    return dict(
+        encoder_embed_dim=embed_dim,
+        decoder_embed_dim=embed_dim,
+        encoder_ffn_embed_dim=4 * embed_dim,
+        decoder_ffn_embed_dim=4 * embed_dim,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+    )

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional
 
 import torch
-from fairseq import utils
-from fairseq.modules.multihead_attention import MultiheadAttention
 from torch import Tensor
 from torch.utils.hooks import RemovableHandle
 
-from ..attention_heads import attend, cached_keys_values, masked_logits
-from ..stage_caches import IncrementalState
+from ..attention_heads import HeadwiseAttention
 
 ATTENTION_KERNELS = ("dot", "l2")
 
@@ -40,7 +37,7 @@ class AttentionRecord:
     available_keys: Tensor
 
 
-class StableMultiheadAttention(MultiheadAttention):
+class StableMultiheadAttention(HeadwiseAttention):
     """fairseq's attention without biases and with the ``kernel`` of the attention logits."""
 
     def __init__(
@@ -75,11 +72,7 @@ class StableMultiheadAttention(MultiheadAttention):
         self._probability_hooks[handle.id] = hook
         return handle
 
-    def _split_heads(self, x: Tensor, bsz: int) -> Tensor:
-        """(T, B, H·d) → (B·H, T, d)."""
-        return x.contiguous().view(-1, bsz * self.num_heads, self.head_dim).transpose(0, 1)
-
-    def _logits(self, q: Tensor, k: Tensor) -> Tensor:
+    def logits(self, q: Tensor, k: Tensor) -> Tensor:
         """(B·H, T, S) logits: q·k/√d, or −‖q − k‖²/√d = −(‖q‖² + ‖k‖² − 2 q·k)/√d."""
         if self.kernel == "dot":
             return torch.bmm(q, k.transpose(1, 2)) * self.scaling
@@ -87,60 +80,17 @@ class StableMultiheadAttention(MultiheadAttention):
         distance = torch.baddbmm(squared, q, k.transpose(1, 2), alpha=-2.0)
         return -distance * self.scaling
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Optional[Tensor],
-        value: Optional[Tensor],
-        key_padding_mask: Optional[Tensor] = None,
-        incremental_state: Optional[IncrementalState] = None,
-        need_weights: bool = True,
-        static_kv: bool = False,
-        attn_mask: Optional[Tensor] = None,
-        before_softmax: bool = False,
-        need_head_weights: bool = False,
-    ) -> Tuple[Tensor, Optional[Tensor]]:
-        if need_head_weights:
-            need_weights = True
-        bsz = query.size(1)
-        q = self._split_heads(self.q_proj(query), bsz)
-        reuse_static = (
-            incremental_state is not None
-            and static_kv
-            and self._get_input_buffer(incremental_state).get("prev_key") is not None
-        )
-        k: Optional[Tensor] = None
-        v: Optional[Tensor] = None
-        if not reuse_static:
-            assert key is not None and value is not None
-            k = self._split_heads(self.k_proj(key), bsz)
-            v = self._split_heads(self.v_proj(value), bsz)
-        if incremental_state is not None:
-            k, v, key_padding_mask = cached_keys_values(self, incremental_state, k, v, key_padding_mask, bsz, static_kv)
-        assert k is not None and v is not None
-        logits = masked_logits(self._logits(q, k), attn_mask, key_padding_mask, bsz)
-        if before_softmax:
-            return logits, v
-        probs = utils.softmax(logits, dim=-1).type_as(logits)
-        if self._probability_hooks:
-            record = self._record(probs, logits, key_padding_mask, incremental_state, bsz)
-            for hook in self._probability_hooks.values():
-                hook(record)
-        return attend(self, probs, v, bsz, need_weights, need_head_weights)
-
-    def _record(
-        self,
-        probs: Tensor,
-        logits: Tensor,
-        key_padding_mask: Optional[Tensor],
-        incremental_state: Optional[IncrementalState],
-        bsz: int,
-    ) -> AttentionRecord:
-        tgt_len, src_len = probs.shape[1:]
-        shape = (bsz, self.num_heads, tgt_len, src_len)
-        queries_are_keys = self.self_attention and incremental_state is None and tgt_len == src_len
-        return AttentionRecord(
+    def observe(self, probs: Tensor, logits: Tensor, key_padding_mask: Optional[Tensor], cached: bool) -> None:
+        """Calls the probability hooks with this forward's :class:`AttentionRecord`."""
+        if not self._probability_hooks:
+            return
+        bh, tgt_len, src_len = probs.shape
+        shape = (bh // self.num_heads, self.num_heads, tgt_len, src_len)
+        queries_are_keys = self.self_attention and not cached and tgt_len == src_len
+        record = AttentionRecord(
             probs=probs.view(shape),
             query_padding_mask=key_padding_mask if queries_are_keys else None,
             available_keys=torch.isfinite(logits.detach()).view(shape).sum(dim=-1),
         )
+        for hook in self._probability_hooks.values():
+            hook(record)

@@ -8,7 +8,7 @@ penalty enters per token). The self-attention probabilities come from the stable
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from typing import Any, Dict, Tuple
 
 import torch
 from fairseq.criterions import register_criterion
@@ -76,23 +76,33 @@ class JasminCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             ]
         return torch.stack(penalties).mean()
 
-    def forward(self, model, sample, reduce=True):
-        if not reduce:
-            raise ValueError(f"{type(self).__name__} computes summed losses only (reduce=True)")
+    def recorded_losses(self, model, sample) -> Tuple[Dict[str, SolverRecord], Tensor, Tensor, int]:
+        """The solver records, summed label-smoothed CE and NLL, and fairseq's sample size n."""
         net_output, records = self.recorded_forward(model, sample)
         loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=True)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-        jasmin = self.jasmin(records)
-        loss = loss + (self.jasmin_weight * sample_size) * jasmin
-        logging_output = {
+        return records, loss, nll_loss, sample_size
+
+    @staticmethod
+    def logging_output(loss: Tensor, nll_loss: Tensor, sample, sample_size: int, **per_sample: Any) -> Dict[str, Any]:
+        """fairseq's logged losses and counts, and each of :meth:`per_sample_metrics` (given per
+        sample) times the sample size."""
+        return {
             "loss": loss.data,
             "nll_loss": nll_loss.data,
             "ntokens": sample["ntokens"],
             "nsentences": sample["target"].size(0),
             "sample_size": sample_size,
-            "jasmin": jasmin.data * sample_size,
+            **{key: value * sample_size for key, value in per_sample.items()},
         }
-        return loss, sample_size, logging_output
+
+    def forward(self, model, sample, reduce=True):
+        if not reduce:
+            raise ValueError(f"{type(self).__name__} computes summed losses only (reduce=True)")
+        records, loss, nll_loss, sample_size = self.recorded_losses(model, sample)
+        jasmin = self.jasmin(records)
+        loss = loss + (self.jasmin_weight * sample_size) * jasmin
+        return loss, sample_size, self.logging_output(loss, nll_loss, sample, sample_size, jasmin=jasmin.data)
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

@@ -209,9 +209,7 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
             self._check_student(student)
         if model.training and self.freeze_interface_updates > 0:
             self._freeze_interface(student)
-        net_output, records = self.recorded_forward(model, sample)
-        ce_loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=True)
-        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        records, ce_loss, nll_loss, sample_size = self.recorded_losses(model, sample)
 
         net_input = sample["net_input"]
         keep = {
@@ -227,17 +225,16 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
         jasmin = self.jasmin(records)
         ce_weight = curriculum_weight(student.num_updates, self.ce_start_update, self.ce_warmup_updates, self.ce_weight)
         loss = ce_weight * ce_loss + sample_size * (self.trajectory_weight * trajectory + self.jasmin_weight * jasmin)
-        logging_output = {
-            "loss": loss.data,
-            "nll_loss": nll_loss.data,
-            "ntokens": sample["ntokens"],
-            "nsentences": sample["target"].size(0),
-            "sample_size": sample_size,
-            "jasmin": jasmin.data * sample_size,
-            "trajectory": trajectory.data * sample_size,
-            "ce_weight": ce_weight * sample_size,
-            **{f"{stack}_trajectory": value.data * sample_size for stack, value in stack_losses.items()},
-        }
+        logging_output = self.logging_output(
+            loss,
+            nll_loss,
+            sample,
+            sample_size,
+            jasmin=jasmin.data,
+            trajectory=trajectory.data,
+            ce_weight=ce_weight,
+            **{f"{stack}_trajectory": value.data for stack, value in stack_losses.items()},
+        )
         return loss, sample_size, logging_output
 
     @staticmethod
