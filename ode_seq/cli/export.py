@@ -36,7 +36,8 @@ from fairseq import checkpoint_utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, serialized_size, verify_checkpoint_file
-from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, plain_transformer
+from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, ode_xglm, plain_transformer
+from ode_seq.export.hf_folder import TOKENIZERS, TextProcessing
 from ode_seq.fairseq_fixes import apply_fixes
 from ode_seq.models import (
     NonAutonomousODETransformerLanguageModel,
@@ -63,13 +64,20 @@ def parse_args(argv: Optional[List[str]], prog: str = "python -m ode_seq.cli.exp
     )
     p.add_argument("--data", help="data directory with the dictionaries (default: the one the model was trained on)")
     p.add_argument("--spm", help="--to hf: the SentencePiece model of the corpus, copied into the folder")
+    p.add_argument(
+        "--tokenizer",
+        choices=TOKENIZERS,
+        help="--to hf: the folder's tokenizer (de)tokenises as fairseq-interactive --tokenizer does "
+        "(moses: the task's --source-lang/--target-lang, en for a language model)",
+    )
     args = p.parse_args(argv)
     for side in ("encoder", "decoder"):
         steps = getattr(args, f"{side}_steps")
         if steps is not None and steps < 1:
             p.error(f"--{side}-steps must be a positive number of steps (layers), got {steps}")
-    if args.spm is not None and args.to != "hf":
-        p.error(f"--spm is for --to hf (the folder's tokenizer); --to {args.to} does not tokenize")
+    for option, value in (("--spm", args.spm), ("--tokenizer", args.tokenizer)):
+        if value is not None and args.to != "hf":
+            p.error(f"{option} is for --to hf (the folder's tokenizer); --to {args.to} does not tokenize")
     return args
 
 
@@ -118,15 +126,9 @@ def checkpoint_model_class(path: str) -> Optional[type]:
 
 
 def check_options_fit_model(args: argparse.Namespace, model_class: Optional[type]) -> None:
-    """Step counts for non-autonomous models only; a language model goes --to fairseq (a
-    transformer_lm) and has no encoder."""
+    """Step counts for non-autonomous models only; a language model has no encoder."""
     model_class = model_class or object
     if issubclass(model_class, ODETransformerLanguageModel):
-        if args.to != "fairseq":
-            raise ValueError(
-                f"--to {args.to} exports translation models; a language model exports --to fairseq "
-                "(a plain transformer_lm checkpoint)"
-            )
         if args.encoder_steps:
             raise ValueError("--encoder-steps: a language model has no encoder; pass --decoder-steps")
         if args.decoder_steps and not issubclass(model_class, NonAutonomousODETransformerLanguageModel):
@@ -148,6 +150,17 @@ def fairseq_state(args: argparse.Namespace, plain: PlainTransformer) -> Dict[str
     return state
 
 
+def task_option(task, name: str) -> Any:
+    """Option ``name`` of fairseq's task (a dataclass task's ``cfg``, a legacy task's ``args``)."""
+    return getattr(task.cfg if task.cfg is not None else task.args, name, None)
+
+
+def text_processing(args: argparse.Namespace, task) -> TextProcessing:
+    """fairseq-interactive's --tokenizer with the task's languages (fairseq's default en without)."""
+    languages = {side: task_option(task, side) or "en" for side in ("source_lang", "target_lang")}
+    return TextProcessing(args.tokenizer, **languages)
+
+
 def write_directory(args: argparse.Namespace, model, options, task) -> PlainTransformer:
     """Write the --to ctranslate2 / hf directory under a temporary name, renamed when complete."""
     parent = os.path.dirname(os.path.abspath(args.output))
@@ -155,8 +168,10 @@ def write_directory(args: argparse.Namespace, model, options, task) -> PlainTran
     work = tempfile.mkdtemp(prefix=".export-", dir=parent)
     try:
         staged = os.path.join(work, "out")
-        dictionaries = (task.source_dictionary, task.target_dictionary, args.spm, staged)
-        if args.to == "hf" and ode_m2m100.has_rk_stack(model):
+        dictionaries = (task.source_dictionary, task.target_dictionary, args.spm, staged, text_processing(args, task))
+        if args.to == "hf" and isinstance(model, ODETransformerLanguageModel):
+            plain = ode_xglm.save(model, options, *dictionaries[1:])  # one dictionary
+        elif args.to == "hf" and ode_m2m100.has_rk_stack(model):
             ode_m2m100.save(model, options, *dictionaries)
             plain = ode_m2m100.rk_transformer(model, options)
         else:
@@ -164,7 +179,7 @@ def write_directory(args: argparse.Namespace, model, options, task) -> PlainTran
             if args.to == "ctranslate2":
                 from ode_seq.export import ctranslate2
 
-                ctranslate2.convert(plain, fairseq_state(args, plain), task.cfg.data, work, staged)
+                ctranslate2.convert(plain, fairseq_state(args, plain), task_option(task, "data"), work, staged)
             else:
                 m2m100.save(plain, *dictionaries)
         if os.path.isdir(args.output):

@@ -70,6 +70,8 @@ def test_a_data_directory_without_dictionaries_is_refused_naming_data(tmp_path, 
     [
         (["--to", "onnx"], r"invalid choice: 'onnx'"),
         (["--spm", "spm.model"], r"--spm is for --to hf"),
+        (["--to", "ctranslate2", "--tokenizer", "moses"], r"--tokenizer is for --to hf"),
+        (["--to", "hf", "--tokenizer", "spacy"], r"invalid choice: 'spacy'"),
         (["--decoder-steps", "0"], r"--decoder-steps must be a positive number"),
     ],
 )
