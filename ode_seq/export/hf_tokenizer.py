@@ -12,11 +12,14 @@ model prompt starts with the settings' ``prompt_start`` token (fairseq's LMs: </
 left-padded. Decoding: the symbols but <s>, <pad>, </s>, joined by spaces; SentencePiece's
 "▁" made the spaces; Moses detokenisation of the target language if set.
 
-    import sys; sys.path.insert(0, folder)
+With the folder on the module path (``PYTHONPATH=FOLDER python …``):
+
     from fairseq_tokenizer import FairseqTokenizer
     tokenizer = FairseqTokenizer(folder)
     model = M2M100ForConditionalGeneration.from_pretrained(folder)
     print(tokenizer.decode(model.generate(**tokenizer(["a sentence"]))))
+    lm = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    print(tokenizer.decode(lm.generate(**tokenizer.prompts(["In the beginning"]))))
 """
 
 from __future__ import annotations

@@ -88,6 +88,7 @@ def test_lm_to_hf_generates_fairseq_generates_hypothesis_with_the_saved_config(
 )
 def test_what_a_target_cannot_hold_exits_1_naming_the_option(tmp_path, capsys, arch, options, target, refusal):
     checkpoint, _ = language_model_checkpoint(tmp_path / "data", arch, *options)
+    capsys.readouterr()  # what building the checkpoint printed
     assert main(["--to", target, "--path", str(checkpoint), "--output", str(tmp_path / "out" / "model")]) == 1
     error = capsys.readouterr().err
     assert error.startswith("export: error:") and re.search(refusal, error), error
