@@ -1,26 +1,26 @@
-"""Export a trained model that is a plain pre-norm Transformer outside ode-seq
-(docs/export.md has the table of what goes where):
+"""Export a trained model outside ode-seq (docs/export.md has the table of what goes where):
 
-- ``--to fairseq``: a fairseq ``transformer`` checkpoint (file) that fairseq-generate loads without
-  this plugin, with safe loading on;
-- ``--to ctranslate2``: a CTranslate2 model directory (CTranslate2's fairseq converter);
-- ``--to hf``: a Hugging Face ``M2M100ForConditionalGeneration`` folder (safetensors) with the
-  dictionary, the SentencePiece model if given, and a tokenizer that needs transformers only; an
-  ODE Transformer with Runge–Kutta blocks becomes an M2M100 with custom code
-  (``trust_remote_code=True``) running ode-seq's solver core.
+- ``--to fairseq``: a fairseq ``transformer`` (``transformer_lm``) checkpoint (file) that
+  fairseq-generate (fairseq-eval-lm) loads without this plugin, with safe loading on;
+- ``--to ctranslate2``: a CTranslate2 model directory (CTranslate2's fairseq converter): a
+  ``Translator``, or a ``Generator`` for a language model;
+- ``--to hf``: a Hugging Face folder (safetensors) with the dictionary, the SentencePiece model if
+  given, and a tokenizer that needs transformers only (``--tokenizer moses`` as
+  fairseq-interactive's): ``M2M100ForConditionalGeneration`` for a translation model,
+  ``XGLMForCausalLM`` for a language model; an ODE model with Runge–Kutta blocks becomes M2M100 or
+  XGLM with custom code (``trust_remote_code=True``) running ode-seq's solver core.
 
-Exportable: Euler ODE Transformers whose steps are Transformer layers, the non-autonomous model at
-any step count (``--encoder-steps``/``--decoder-steps``), ``lora_transformer`` (adapters merged) and
-fairseq's ``transformer`` trained with the plugin (:mod:`ode_seq.export.plain`); the same ODE
-language models ``--to fairseq`` as a plain ``transformer_lm`` (``--decoder-steps`` for
-``ode_transformer_lm_nonauto``). Exit status: 2 for usage errors (including paths that do not exist
-or cannot be written, and a ``--data`` or ``--spm`` whose dictionaries or pieces are not those the
-model was trained with), 1 for a model the target
-cannot represent (the message names the option).
+Exportable to fairseq and ctranslate2: Euler ODE Transformers and language models whose steps are
+Transformer layers, the non-autonomous models at any step count (``--encoder-steps``/
+``--decoder-steps``), ``lora_transformer`` (adapters merged) and fairseq's ``transformer`` trained
+with the plugin (:mod:`ode_seq.export.plain`); to hf also Runge–Kutta blocks. Exit status: 2 for
+usage errors (including paths that do not exist or cannot be written, and a ``--data`` or
+``--spm`` whose dictionaries or pieces are not those the model was trained with), 1 for a model the
+target cannot represent (the message names the option); nothing is left behind on either.
 
     python -m ode_seq.cli.export --path ckpt.pt --encoder-steps 12 --decoder-steps 12 --output plain.pt
     python -m ode_seq.cli.export --to ctranslate2 --path ckpt.pt --output ct2-model
-    python -m ode_seq.cli.export --to hf --path ckpt.pt --spm spm.model --output hf-model
+    python -m ode_seq.cli.export --to hf --path ckpt.pt --spm spm.model --tokenizer moses --output hf-model
 """
 
 from __future__ import annotations

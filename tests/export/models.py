@@ -1,11 +1,14 @@
 """Tiny models built as fairseq builds them, with their options, and fairseq's generation from
 language models, for the export tests."""
 
+import os
+
 import torch
 from fairseq import tasks
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.trainer import Trainer
 
+from ode_seq.export.remote_folder import CARRIED
 from ode_seq.models.by_name import model_and_options
 from ode_seq.models.in_process import parse_training_args
 from tests.conftest import TINY
@@ -29,6 +32,15 @@ def log_probs(model, batch):
     src, lengths, prev = batch
     with torch.no_grad():
         return model.get_normalized_probs(model(src, lengths, prev), log_probs=True)
+
+
+def assert_carries_ode_seqs_files_unchanged(folder) -> None:
+    """The remote code's F and solver are ode-seq's own: the folder's copies of the carried files
+    (the layer field among them) are byte for byte the package's."""
+    assert any(path.endswith(os.path.join("layers", "fields.py")) for path in CARRIED)
+    for path in CARRIED:
+        with open(path, "rb") as source, open(os.path.join(folder, os.path.basename(path)), "rb") as copy:
+            assert copy.read() == source.read(), path
 
 
 def greedy_stepwise(hf, new_tokens: int, **inputs):

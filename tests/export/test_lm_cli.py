@@ -9,9 +9,12 @@ import re
 
 import pytest
 import torch
+from fairseq import checkpoint_utils
 
 from ode_seq.cli.export import main
+from ode_seq.export.hf_tokenizer import FairseqTokenizer  # the folder's fairseq_tokenizer.py
 from tests.export.models import language_model_checkpoint, lm_hypotheses
+from tests.lm.conftest import TINY_TIME
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, score_tolerance
 
 
@@ -74,6 +77,35 @@ def test_lm_to_hf_generates_fairseq_generates_hypothesis_with_the_saved_config(
         model(torch.tensor([[2]]))
     tolerance = score_tolerance([best["score"].item()], evaluations.count * len(best["tokens"]))
     assert abs(out.sequences_scores[0].item() - best["score"].item()) <= tolerance
+
+
+@pytest.mark.numerics
+def test_nonautonomous_lm_to_hf_is_xglm_at_the_steps_asked_with_the_moses_tokenizer(tmp_path):
+    """``--decoder-steps 3``: XGLM with 3 layers and the log-probabilities of the model at 3 steps;
+    ``--tokenizer moses``: the folder's tokenizer Moses-(de)tokenises English, prompts from </s>."""
+    from transformers import AutoModelForCausalLM
+
+    time = [f"--{k.replace('_', '-')}={v}" for k, v in TINY_TIME.items()]
+    checkpoint, _ = language_model_checkpoint(tmp_path / "data", "ode_transformer_lm_nonauto", *time)
+    folder = tmp_path / "hf"
+    export = ["--to", "hf", "--path", str(checkpoint), "--decoder-steps", "3", "--tokenizer", "moses"]
+    assert main([*export, "--output", str(folder)]) == 0
+    settings = json.loads((folder / "fairseq_tokenizer.json").read_text())
+    assert settings == {"tokenizer": "moses", "source_lang": "en", "target_lang": "en", "prompt_start": 2}
+    hf = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    assert type(hf).__name__ == "XGLMForCausalLM" and hf.config.num_layers == 3
+    (model,), _, _ = checkpoint_utils.load_model_ensemble_and_task(
+        [str(checkpoint)], arg_overrides={"decoder_ode_steps": 3}
+    )
+    tokens = torch.tensor([[2, 5, 9, 7, 11, 6, 30, 8]])
+    with torch.no_grad():
+        expected = model.eval().get_normalized_probs(model(tokens), log_probs=True)
+        with LayerEvaluations(hf) as evaluations:
+            got = hf(input_ids=tokens).logits.log_softmax(-1)
+    assert_equal_up_to_rounding(got, expected, evaluations.count)
+    tokenizer = FairseqTokenizer(str(folder))
+    assert tokenizer.prompts(["w1 w5"])["input_ids"].tolist() == [[2, 5, 9]]
+    assert tokenizer.decode(torch.tensor([[2, 5, 9, 2]])) == ["w1 w5"]
 
 
 @pytest.mark.parametrize(

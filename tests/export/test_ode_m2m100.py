@@ -2,16 +2,13 @@
 ``trust_remote_code=True``, gives fairseq's log-probabilities, and its decoder blocks decode token
 by token as in the teacher-forced pass (one cache per step and stage)."""
 
-import os
-
 import pytest
 import torch
 
 from ode_seq.export import NotRepresentable
 from ode_seq.export.ode_m2m100 import has_rk_stack, save
-from ode_seq.export.remote_folder import CARRIED
 from tests.conftest import TinyTask, random_batch
-from tests.export.models import greedy_stepwise, log_probs, model_and_args
+from tests.export.models import assert_carries_ode_seqs_files_unchanged, greedy_stepwise, log_probs, model_and_args
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding
 
 SHARED = dict(share_all_embeddings=True)
@@ -96,12 +93,8 @@ def test_runge_kutta_decoder_decodes_token_by_token_as_the_teacher_forced_pass(t
 
 
 def test_folder_carries_the_solver_core_and_the_layer_field_unchanged(tmp_path, monkeypatch):
-    """The remote code's F and solver are ode-seq's own: the files are byte for byte the package's."""
     _saved(tmp_path, monkeypatch, "ode_transformer_rk2_learned_small")
-    assert any(path.endswith(os.path.join("layers", "fields.py")) for path in CARRIED)
-    for path in CARRIED:
-        with open(path, "rb") as source, open(tmp_path / "hf" / os.path.basename(path), "rb") as copy:
-            assert copy.read() == source.read(), path
+    assert_carries_ode_seqs_files_unchanged(tmp_path / "hf")
 
 
 def test_adaptive_encoders_are_refused_naming_the_option(tmp_path):

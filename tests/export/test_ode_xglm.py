@@ -10,6 +10,7 @@ from ode_seq.export import NotRepresentable
 from ode_seq.export.ode_xglm import save
 from tests.conftest import TinyTask
 from tests.export.models import (
+    assert_carries_ode_seqs_files_unchanged,
     assert_generate_gives_fairseqs_hypotheses,
     end_sentences_early,
     greedy_stepwise,
@@ -102,6 +103,11 @@ def test_left_padded_prompts_decode_as_each_alone(tmp_path, monkeypatch):
         for row, prompt in enumerate(prompts):
             _, alone = greedy_stepwise(hf, 4, input_ids=torch.tensor([prompt]))
             assert_equal_up_to_rounding(together[row], alone[0], evaluations.count)
+
+
+def test_folder_carries_the_solver_core_and_the_layer_field_unchanged(tmp_path, monkeypatch):
+    _saved(tmp_path, monkeypatch, "ode_transformer_lm_rk2_learned")
+    assert_carries_ode_seqs_files_unchanged(tmp_path / "hf")
 
 
 @pytest.mark.parametrize(
