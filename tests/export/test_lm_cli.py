@@ -1,8 +1,9 @@
 """``python -m ode_seq.cli.export`` on language-model checkpoints (saved by fairseq's Trainer):
 ``--to ctranslate2`` gives a CTranslate2 Generator with fairseq's log-probabilities and
 hypotheses, ``--to hf`` an XGLM folder (custom code where the model is not a Transformer) whose
-``generate()`` with the saved generation config gives fairseq-generate's, and what a target
-cannot hold exits 1 naming the option, with nothing left behind."""
+``generate()`` with the saved generation config gives fairseq-generate's (in a process without
+fairseq or ode-seq), and what a target cannot hold exits 1 naming the option, with nothing left
+behind."""
 
 import json
 import re
@@ -13,6 +14,7 @@ from fairseq import checkpoint_utils
 
 from ode_seq.cli.export import main
 from ode_seq.export.hf_tokenizer import FairseqTokenizer  # the folder's fairseq_tokenizer.py
+from tests.e2e.cli import run
 from tests.export.models import language_model_checkpoint, lm_hypotheses
 from tests.lm.conftest import TINY_TIME
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, score_tolerance
@@ -49,6 +51,19 @@ def test_euler_lm_to_ctranslate2_gives_fairseqs_log_probabilities_and_hypotheses
         assert result.sequences[0] == _symbols(model, best["tokens"].tolist())
 
 
+GENERATE_OFFLINE = """
+import json, sys
+from fairseq_tokenizer import FairseqTokenizer
+from transformers import AutoModelForCausalLM
+tokenizer = FairseqTokenizer(sys.argv[1])
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+out = model.generate(**tokenizer.prompts([""]), return_dict_in_generate=True, output_scores=True)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("fairseq", "ode_seq"))
+print(json.dumps({"ids": out.sequences[0].tolist(), "text": tokenizer.decode(out.sequences)[0],
+                  "score": out.sequences_scores[0].item(), "loaded": loaded, "class": type(model).__name__}))
+"""
+
+
 @pytest.mark.parametrize(
     "arch, model_class, remote_code",
     [
@@ -56,27 +71,27 @@ def test_euler_lm_to_ctranslate2_gives_fairseqs_log_probabilities_and_hypotheses
         ("ode_transformer_lm_rk2_learned", "ODEXGLMForCausalLM", True),
     ],
 )
-def test_lm_to_hf_generates_fairseq_generates_hypothesis_with_the_saved_config(
-    tmp_path, monkeypatch, arch, model_class, remote_code
+def test_lm_to_hf_generates_fairseq_generates_hypothesis_offline_with_the_saved_config(
+    tmp_path, arch, model_class, remote_code
 ):
-    from transformers import AutoModelForCausalLM
-
-    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
+    """In a process that imports neither fairseq nor ode-seq, the folder's tokenizer and model with
+    the saved generation config give fairseq-generate's hypothesis (defaults: --beam 5 --lenpen 1
+    --max-len-b 200 --min-len 1, from </s>) and its score."""
     checkpoint, model = language_model_checkpoint(tmp_path / "data", arch, end_early=True)
     folder = tmp_path / "hf"
     assert main(["--to", "hf", "--path", str(checkpoint), "--output", str(folder)]) == 0
     assert ("auto_map" in json.loads((folder / "config.json").read_text())) == remote_code
-    hf = AutoModelForCausalLM.from_pretrained(str(folder), trust_remote_code=remote_code).eval()
-    assert type(hf).__name__ == model_class
-    # fairseq-generate's defaults: --beam 5 --lenpen 1 --max-len-b 200 --min-len 1, from </s>
+    environment = {"PYTHONPATH": str(folder), "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    out = run("python", ["-c", GENERATE_OFFLINE, str(folder)], cwd=str(tmp_path), env=environment)
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["loaded"] == [] and result["class"] == model_class
     best = lm_hypotheses(model, [], 5, 1.0, 200)[0]
-    with torch.no_grad():
-        out = hf.generate(return_dict_in_generate=True, output_scores=True)
-    assert out.sequences[0, 1 : len(best["tokens"]) + 1].tolist() == best["tokens"].tolist()
+    assert result["ids"][1 : len(best["tokens"]) + 1] == best["tokens"].tolist()
+    assert result["text"] == " ".join(_symbols(model, best["tokens"][:-1].tolist()))
     with LayerEvaluations(model) as evaluations, torch.no_grad():
         model(torch.tensor([[2]]))
     tolerance = score_tolerance([best["score"].item()], evaluations.count * len(best["tokens"]))
-    assert abs(out.sequences_scores[0].item() - best["score"].item()) <= tolerance
+    assert abs(result["score"] - best["score"].item()) <= tolerance
 
 
 @pytest.mark.numerics
