@@ -14,7 +14,7 @@ from typing import Any, Dict
 
 from ode_seq.layers.layer_history import HistoryBlock
 from ode_seq.models import ODETransformerModel
-from ode_seq.solvers import FixedGridSolver
+from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 
 from . import m2m100
 from .hf_folder import TextProcessing, save_folder
@@ -54,6 +54,10 @@ def stack_options(model: ODETransformerModel, side: str) -> Dict[str, Any]:
             raise NotRepresentable(f"--{side}-layer-history: the remote code has no layer history")
         if block.relative_positions:
             raise NotRepresentable(f"--{side}-relative-positions: M2M100's attention has absolute positions only")
+        if isinstance(block.solver, PredictorCorrectorSolver):
+            raise NotRepresentable(
+                f"--{side}-ode-corrector {block.solver.form}: the remote code has no predictor-corrector steps"
+            )
         if not isinstance(block.solver, FixedGridSolver):
             raise NotRepresentable(
                 f"--{side}-ode-method {block.solver.method}: the remote code runs fixed-grid methods only"
