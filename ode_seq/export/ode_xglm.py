@@ -7,8 +7,9 @@ Carried over: fixed-grid methods of any tableau (Runge–Kutta, and Euler at any
 steps over a weight-shared group's interval, every coefficient mode (fixed, learned,
 learned-shared, free, free-ones, ema) and the three field forms (residual-branch,
 parallel-branch, whole-layer) of pre-norm layers. Refused, naming the option: RK-sublayer blocks
-(``--ode-scope sublayer``) with several stages, layer histories, relative positions, the
-non-autonomous and stable layer kinds, and whatever XGLM itself lacks (:mod:`.xglm`).
+(``--ode-scope sublayer``) with several stages, predictor-corrector steps (PCformer), layer
+histories, relative positions, the non-autonomous and stable layer kinds, and whatever XGLM
+itself lacks (:mod:`.xglm`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Dict
 from ode_seq.layers.blocks import ODEBlock
 from ode_seq.layers.layer_history import HistoryBlock
 from ode_seq.models import ODETransformerLanguageModel
+from ode_seq.solvers import PredictorCorrectorSolver
 
 from . import xglm
 from .hf_folder import TextProcessing, save_folder
@@ -40,6 +42,11 @@ def _check_block(block: Any) -> ODEBlock:
         raise NotRepresentable(
             f"--decoder-relative-positions {block.relative_positions}: XGLM's attention has absolute "
             f"positions only; {ALTERNATIVE}"
+        )
+    if isinstance(block.solver, PredictorCorrectorSolver):
+        raise NotRepresentable(
+            f"--decoder-ode-corrector {block.solver.form}: the remote code has no predictor-corrector steps; "
+            f"{ALTERNATIVE}"
         )
     if block.spec.scope != "block":
         raise NotRepresentable(

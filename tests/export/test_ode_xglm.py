@@ -118,6 +118,7 @@ def test_folder_carries_the_solver_core_and_the_layer_field_unchanged(tmp_path, 
         ("ode_transformer_lm_rk2", dict(decoder_relative_positions=4), r"--decoder-relative-positions 4"),
         ("ode_transformer_lm_rk2", dict(decoder_layer_history="dense"), r"--decoder-layer-history"),
         ("ode_transformer_lm_rk2", dict(ode_scope="sublayer"), r"--ode-scope sublayer"),
+        ("ode_transformer_lm_pcformer", {}, r"--decoder-ode-corrector multistep"),
         ("ode_transformer_lm_rk2", dict(no_decoder_final_norm=True), r"--no-decoder-final-norm"),
     ],
 )
