@@ -73,7 +73,7 @@ def test_solvers_never_import_fairseq():
 def test_files_the_hugging_face_folder_carries_import_only_torch_and_each_other():
     """The exported custom code runs without ode-seq or fairseq: the files it carries from
     ode_seq (the solver core, the layer field) import torch, the standard library and each other."""
-    from ode_seq.export.ode_m2m100 import CARRIED
+    from ode_seq.export.remote_folder import CARRIED
 
     carried = {Path(path).stem for path in CARRIED}
     for path in map(Path, CARRIED):

@@ -1,26 +1,26 @@
-"""Export a trained model that is a plain pre-norm Transformer outside ode-seq
-(docs/export.md has the table of what goes where):
+"""Export a trained model outside ode-seq (docs/export.md has the table of what goes where):
 
-- ``--to fairseq``: a fairseq ``transformer`` checkpoint (file) that fairseq-generate loads without
-  this plugin, with safe loading on;
-- ``--to ctranslate2``: a CTranslate2 model directory (CTranslate2's fairseq converter);
-- ``--to hf``: a Hugging Face ``M2M100ForConditionalGeneration`` folder (safetensors) with the
-  dictionary, the SentencePiece model if given, and a tokenizer that needs transformers only; an
-  ODE Transformer with Runge–Kutta blocks becomes an M2M100 with custom code
-  (``trust_remote_code=True``) running ode-seq's solver core.
+- ``--to fairseq``: a fairseq ``transformer`` (``transformer_lm``) checkpoint (file) that
+  fairseq-generate (fairseq-eval-lm) loads without this plugin, with safe loading on;
+- ``--to ctranslate2``: a CTranslate2 model directory (CTranslate2's fairseq converter): a
+  ``Translator``, or a ``Generator`` for a language model;
+- ``--to hf``: a Hugging Face folder (safetensors) with the dictionary, the SentencePiece model if
+  given, and a tokenizer that needs transformers only (``--tokenizer moses`` as
+  fairseq-interactive's): ``M2M100ForConditionalGeneration`` for a translation model,
+  ``XGLMForCausalLM`` for a language model; an ODE model with Runge–Kutta blocks becomes M2M100 or
+  XGLM with custom code (``trust_remote_code=True``) running ode-seq's solver core.
 
-Exportable: Euler ODE Transformers whose steps are Transformer layers, the non-autonomous model at
-any step count (``--encoder-steps``/``--decoder-steps``), ``lora_transformer`` (adapters merged) and
-fairseq's ``transformer`` trained with the plugin (:mod:`ode_seq.export.plain`); the same ODE
-language models ``--to fairseq`` as a plain ``transformer_lm`` (``--decoder-steps`` for
-``ode_transformer_lm_nonauto``). Exit status: 2 for usage errors (including paths that do not exist
-or cannot be written, and a ``--data`` or ``--spm`` whose dictionaries or pieces are not those the
-model was trained with), 1 for a model the target
-cannot represent (the message names the option).
+Exportable to fairseq and ctranslate2: Euler ODE Transformers and language models whose steps are
+Transformer layers, the non-autonomous models at any step count (``--encoder-steps``/
+``--decoder-steps``), ``lora_transformer`` (adapters merged) and fairseq's ``transformer`` trained
+with the plugin (:mod:`ode_seq.export.plain`); to hf also Runge–Kutta blocks. Exit status: 2 for
+usage errors (including paths that do not exist or cannot be written, and a ``--data`` or
+``--spm`` whose dictionaries or pieces are not those the model was trained with), 1 for a model the
+target cannot represent (the message names the option); nothing is left behind on either.
 
     python -m ode_seq.cli.export --path ckpt.pt --encoder-steps 12 --decoder-steps 12 --output plain.pt
     python -m ode_seq.cli.export --to ctranslate2 --path ckpt.pt --output ct2-model
-    python -m ode_seq.cli.export --to hf --path ckpt.pt --spm spm.model --output hf-model
+    python -m ode_seq.cli.export --to hf --path ckpt.pt --spm spm.model --tokenizer moses --output hf-model
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from fairseq import checkpoint_utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, serialized_size, verify_checkpoint_file
-from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, plain_transformer
+from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, ode_xglm, plain_transformer
+from ode_seq.export.hf_folder import TOKENIZERS, TextProcessing
 from ode_seq.fairseq_fixes import apply_fixes
 from ode_seq.models import (
     NonAutonomousODETransformerLanguageModel,
@@ -66,13 +67,20 @@ def parse_args(argv: Optional[List[str]], prog: str = "python -m ode_seq.cli.exp
     )
     p.add_argument("--data", help="data directory with the dictionaries (default: the one the model was trained on)")
     p.add_argument("--spm", help="--to hf: the SentencePiece model of the corpus, copied into the folder")
+    p.add_argument(
+        "--tokenizer",
+        choices=TOKENIZERS,
+        help="--to hf: the folder's tokenizer (de)tokenises as fairseq-interactive --tokenizer does "
+        "(moses: the task's --source-lang/--target-lang, en for a language model)",
+    )
     args = p.parse_args(argv)
     for side in ("encoder", "decoder"):
         steps = getattr(args, f"{side}_steps")
         if steps is not None and steps < 1:
             p.error(f"--{side}-steps must be a positive number of steps (layers), got {steps}")
-    if args.spm is not None and args.to != "hf":
-        p.error(f"--spm is for --to hf (the folder's tokenizer); --to {args.to} does not tokenize")
+    for option, value in (("--spm", args.spm), ("--tokenizer", args.tokenizer)):
+        if value is not None and args.to != "hf":
+            p.error(f"{option} is for --to hf (the folder's tokenizer); --to {args.to} does not tokenize")
     return args
 
 
@@ -121,15 +129,9 @@ def checkpoint_model_class(path: str) -> Optional[type]:
 
 
 def check_options_fit_model(args: argparse.Namespace, model_class: Optional[type]) -> None:
-    """Step counts for non-autonomous models only; a language model goes --to fairseq (a
-    transformer_lm) and has no encoder."""
+    """Step counts for non-autonomous models only; a language model has no encoder."""
     model_class = model_class or object
     if issubclass(model_class, ODETransformerLanguageModel):
-        if args.to != "fairseq":
-            raise ValueError(
-                f"--to {args.to} exports translation models; a language model exports --to fairseq "
-                "(a plain transformer_lm checkpoint)"
-            )
         if args.encoder_steps:
             raise ValueError("--encoder-steps: a language model has no encoder; pass --decoder-steps")
         if args.decoder_steps and not issubclass(model_class, NonAutonomousODETransformerLanguageModel):
@@ -151,6 +153,17 @@ def fairseq_state(args: argparse.Namespace, plain: PlainTransformer) -> Dict[str
     return state
 
 
+def task_option(task, name: str) -> Any:
+    """Option ``name`` of fairseq's task (a dataclass task's ``cfg``, a legacy task's ``args``)."""
+    return getattr(task.cfg if task.cfg is not None else task.args, name, None)
+
+
+def text_processing(args: argparse.Namespace, task) -> TextProcessing:
+    """fairseq-interactive's --tokenizer with the task's languages (fairseq's default en without)."""
+    languages = {side: task_option(task, side) or "en" for side in ("source_lang", "target_lang")}
+    return TextProcessing(args.tokenizer, **languages)
+
+
 def write_directory(args: argparse.Namespace, model, options, task) -> PlainTransformer:
     """Write the --to ctranslate2 / hf directory under a temporary name, renamed when complete."""
     parent = os.path.dirname(os.path.abspath(args.output))
@@ -158,8 +171,10 @@ def write_directory(args: argparse.Namespace, model, options, task) -> PlainTran
     work = tempfile.mkdtemp(prefix=".export-", dir=parent)
     try:
         staged = os.path.join(work, "out")
-        dictionaries = (task.source_dictionary, task.target_dictionary, args.spm, staged)
-        if args.to == "hf" and ode_m2m100.has_rk_stack(model):
+        dictionaries = (task.source_dictionary, task.target_dictionary, args.spm, staged, text_processing(args, task))
+        if args.to == "hf" and isinstance(model, ODETransformerLanguageModel):
+            plain = ode_xglm.save(model, options, *dictionaries[1:])  # one dictionary
+        elif args.to == "hf" and ode_m2m100.has_rk_stack(model):
             ode_m2m100.save(model, options, *dictionaries)
             plain = ode_m2m100.rk_transformer(model, options)
         else:
@@ -167,7 +182,7 @@ def write_directory(args: argparse.Namespace, model, options, task) -> PlainTran
             if args.to == "ctranslate2":
                 from ode_seq.export import ctranslate2
 
-                ctranslate2.convert(plain, fairseq_state(args, plain), task.cfg.data, work, staged)
+                ctranslate2.convert(plain, fairseq_state(args, plain), task_option(task, "data"), work, staged)
             else:
                 m2m100.save(plain, *dictionaries)
         if os.path.isdir(args.output):

@@ -1,5 +1,5 @@
-"""A CTranslate2 model from a plain fairseq ``transformer`` checkpoint, by CTranslate2's own
-fairseq converter.
+"""A CTranslate2 model from a plain fairseq ``transformer`` or ``transformer_lm`` checkpoint, by
+CTranslate2's own fairseq converter (a ``Translator`` or a ``Generator`` model).
 
 The converter reads the model options by attribute from ``checkpoint["cfg"]["model"]`` as it
 lies in the file, i.e. it expects the ``argparse.Namespace`` fairseq's trainer writes; and it
@@ -22,6 +22,14 @@ from ode_seq.checkpoint_files import allow_fairseq_checkpoint_types, save_checkp
 from .plain import PlainTransformer
 
 
+def converter_options(plain: PlainTransformer, task: Dict[str, Any]) -> Dict[str, Any]:
+    """The options the converter reads from ``cfg.model``: the model's; for a language model also
+    ``arch`` and the task's options, from which it sets up fairseq's task."""
+    if plain.config["_name"] != "transformer_lm":
+        return plain.config
+    return {**task, "task": task["_name"], **plain.config, "arch": "transformer_lm"}
+
+
 def convert(plain: PlainTransformer, state: Dict[str, Any], data: str, work_dir: str, output: str) -> None:
     """Write the CTranslate2 model of ``plain`` into ``output`` (a directory that must not
     exist); ``state``: the rest of the fairseq checkpoint; ``data``: the directory of its
@@ -35,7 +43,7 @@ def convert(plain: PlainTransformer, state: Dict[str, Any], data: str, work_dir:
             **state,
             "model": plain.state_dict,
             "args": None,
-            "cfg": {**state["cfg"], "model": argparse.Namespace(**plain.config)},
+            "cfg": {**state["cfg"], "model": argparse.Namespace(**converter_options(plain, task))},
         },
         checkpoint,
     )

@@ -19,15 +19,13 @@ as it is (``max_new_tokens`` = fairseq's ``--max-len-b`` + 1 for the </s>).
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import Any, Dict
 
 from torch import Tensor
 
+from .hf_folder import TextProcessing, save_folder
 from .plain import NotRepresentable, PlainTransformer
 
-TOKENIZER_FILE = "fairseq_tokenizer.py"
 # fairseq's activation functions and transformers' names of the same function.
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_accurate": "gelu_new", "tanh": "tanh", "linear": "linear"}
 
@@ -151,17 +149,7 @@ def generation_config(beam: int = 4, lenpen: float = 0.6, max_len_b: int = 200):
     )
 
 
-def save_folder(model, tgt_dict, spm: str | None, output: str) -> None:
-    """``save_pretrained`` (safetensors) of ``model`` with fairseq-generate's generation config,
-    the dictionary, the SentencePiece model if given and the tokenizer module."""
-    model.generation_config = generation_config()
-    model.save_pretrained(output, safe_serialization=True)
-    tgt_dict.save(os.path.join(output, "dict.txt"))
-    if spm is not None:
-        shutil.copyfile(spm, os.path.join(output, "spm.model"))
-    shutil.copyfile(os.path.join(os.path.dirname(__file__), "hf_tokenizer.py"), os.path.join(output, TOKENIZER_FILE))
-
-
-def save(plain: PlainTransformer, src_dict, tgt_dict, spm: str | None, output: str) -> None:
-    """The M2M100 folder of ``plain`` (see :func:`save_folder`)."""
-    save_folder(build(plain, same_dictionary=src_dict.symbols == tgt_dict.symbols), tgt_dict, spm, output)
+def save(plain: PlainTransformer, src_dict, tgt_dict, spm: str | None, output: str, text=TextProcessing()) -> None:
+    """The M2M100 folder of ``plain`` (:func:`.hf_folder.save_folder`)."""
+    model = build(plain, same_dictionary=src_dict.symbols == tgt_dict.symbols)
+    save_folder(model, generation_config(), tgt_dict, spm, text, output)

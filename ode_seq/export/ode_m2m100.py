@@ -1,7 +1,6 @@
 """A Hugging Face folder with custom code (``trust_remote_code=True``) for ODE Transformers with
 Runge–Kutta blocks: M2M100 whose layers run ode-seq's solver core and layer field
-(:mod:`.remote_code`; the files in ``CARRIED`` are copied from :mod:`ode_seq.solvers` and
-:mod:`ode_seq.layers.fields`), decoder blocks with one cache per (step, stage).
+(:mod:`.remote_code`, written by :mod:`.remote_folder`), decoder blocks with one cache per (step, stage).
 
 Fixed-grid methods of any tableau, any steps over a weight-shared group's interval, and every
 coefficient mode (fixed, learned, learned-shared, free, free-ones, ema) are carried over; a stack
@@ -11,8 +10,6 @@ encoders, RK-sublayer blocks, other fields, layer histories, relative positions.
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import Any, Dict
 
 from ode_seq.layers.layer_history import HistoryBlock
@@ -20,21 +17,11 @@ from ode_seq.models import ODETransformerModel
 from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 
 from . import m2m100
+from .hf_folder import TextProcessing, save_folder
 from .plain import NotRepresentable, PlainTransformer, stack_layers, stack_sizes, transformer_config
+from .remote_folder import write_code
 
-REMOTE_CODE = os.path.join(os.path.dirname(__file__), "remote_code")
-PACKAGE = os.path.dirname(os.path.dirname(__file__))
-# The files of ode_seq that the remote code imports, copied unchanged into the folder.
-CARRIED = tuple(
-    os.path.join(PACKAGE, *path)
-    for path in (
-        ("solvers", "tableaus.py"),
-        ("solvers", "fixed_grid.py"),
-        ("solvers", "observers.py"),
-        ("solvers", "coefficients.py"),
-        ("layers", "fields.py"),
-    )
-)
+REMOTE_FILES = ("configuration_ode_m2m100.py", "modeling_ode_m2m100.py")
 AUTO_MAP = {
     "AutoConfig": "configuration_ode_m2m100.ODEM2M100Config",
     "AutoModelForSeq2SeqLM": "modeling_ode_m2m100.ODEM2M100ForConditionalGeneration",
@@ -109,22 +96,21 @@ def ode_options(model: ODETransformerModel, args: Any) -> Dict[str, Any]:
     return options
 
 
-def save(model: ODETransformerModel, args: Any, src_dict, tgt_dict, spm: str | None, output: str) -> None:
+def save(
+    model: ODETransformerModel,
+    args: Any,
+    src_dict,
+    tgt_dict,
+    spm: str | None,
+    output: str,
+    text: TextProcessing = TextProcessing(),
+) -> None:
     """The custom-code folder: the model and solver code, config, weights, dictionary, tokenizer."""
-    from transformers.dynamic_module_utils import get_class_from_dynamic_module
-
     options = ode_options(model, args)
     rk = rk_transformer(model, args)
     m2m100.check_representable(rk.config, src_dict.symbols == tgt_dict.symbols)
-    os.makedirs(output)
-    for name in os.listdir(REMOTE_CODE):
-        if name.endswith(".py") and name != "__init__.py":
-            shutil.copyfile(os.path.join(REMOTE_CODE, name), os.path.join(output, name))
-    for path in CARRIED:
-        shutil.copyfile(path, os.path.join(output, os.path.basename(path)))
-    config_class = get_class_from_dynamic_module(AUTO_MAP["AutoConfig"], output)
-    model_class = get_class_from_dynamic_module(AUTO_MAP["AutoModelForSeq2SeqLM"], output)
+    config_class, model_class = write_code(output, REMOTE_FILES, AUTO_MAP)
     config = config_class(**m2m100.m2m100_options(rk), **options)
     config.auto_map = AUTO_MAP
     hf = m2m100.load_weights(model_class(config), rk)
-    m2m100.save_folder(hf, tgt_dict, spm, output)
+    save_folder(hf, m2m100.generation_config(), tgt_dict, spm, text, output)

@@ -82,7 +82,7 @@ def _check_block(block: nn.Module, side: str, arch: str) -> ODEBlock:
         raise NotRepresentable(
             f"the {arch} model's {side} integrates with {solver.method} (--{side}-ode-method): only "
             "Euler steps are Transformer layers; multi-stage methods and their coefficients "
-            "(--ode-coefficients) have no plain equivalent: keep the ODE model"
+            "(--ode-coefficients) have no plain equivalent: export --to hf (custom code) or keep the ODE model"
         )
     if block.field_form != "residual-branch":
         raise NotRepresentable(

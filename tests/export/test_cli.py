@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ode_seq.cli.export import main
+from ode_seq.cli.export import main, parse_args, text_processing
+from ode_seq.export.hf_folder import TextProcessing
 from tests.e2e.cli import ROOT
 
 FIXTURES = Path(ROOT) / "tests" / "fixtures"
@@ -70,6 +71,8 @@ def test_a_data_directory_without_dictionaries_is_refused_naming_data(tmp_path, 
     [
         (["--to", "onnx"], r"invalid choice: 'onnx'"),
         (["--spm", "spm.model"], r"--spm is for --to hf"),
+        (["--to", "ctranslate2", "--tokenizer", "moses"], r"--tokenizer is for --to hf"),
+        (["--to", "hf", "--tokenizer", "spacy"], r"invalid choice: 'spacy'"),
         (["--decoder-steps", "0"], r"--decoder-steps must be a positive number"),
     ],
 )
@@ -78,3 +81,13 @@ def test_usage_errors_exit_2(tmp_path, capsys, extra, usage):
         _export(tmp_path, "euler.pt", "--output", str(tmp_path / "plain.pt"), *extra)
     assert exit_.value.code == 2
     assert re.search(usage, capsys.readouterr().err)
+
+
+def test_moses_settings_take_the_translation_tasks_languages():
+    """As fairseq-interactive's ``--tokenizer moses``: Moses of the source language on the input,
+    of the target language on the output."""
+    from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+    task = TranslationTask.setup_task(TranslationConfig(data=str(FIXTURES), source_lang="src", target_lang="tgt"))
+    args = parse_args(["--to", "hf", "--tokenizer", "moses", "--path", "ckpt.pt", "--output", "hf"])
+    assert text_processing(args, task) == TextProcessing("moses", source_lang="src", target_lang="tgt")

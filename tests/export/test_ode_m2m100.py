@@ -2,15 +2,13 @@
 ``trust_remote_code=True``, gives fairseq's log-probabilities, and its decoder blocks decode token
 by token as in the teacher-forced pass (one cache per step and stage)."""
 
-import os
-
 import pytest
 import torch
 
 from ode_seq.export import NotRepresentable
-from ode_seq.export.ode_m2m100 import CARRIED, has_rk_stack, save
+from ode_seq.export.ode_m2m100 import has_rk_stack, save
 from tests.conftest import TinyTask, random_batch
-from tests.export.models import log_probs, model_and_args
+from tests.export.models import assert_carries_ode_seqs_files_unchanged, greedy_stepwise, log_probs, model_and_args
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding
 
 SHARED = dict(share_all_embeddings=True)
@@ -88,28 +86,15 @@ def test_runge_kutta_decoder_decodes_token_by_token_as_the_teacher_forced_pass(t
         input_ids=_right_padded(src, lengths, pad), attention_mask=_right_padded(src, lengths, pad).ne(pad).long()
     )
     with torch.no_grad():
-        out = hf.generate(
-            **inputs,
-            num_beams=1,
-            do_sample=False,
-            min_new_tokens=6,
-            max_new_tokens=6,
-            return_dict_in_generate=True,
-            output_logits=True,
-        )
-        stepwise = torch.stack(out.logits, dim=1).log_softmax(-1)
+        sequences, stepwise = greedy_stepwise(hf, 6, **inputs)
         with LayerEvaluations(hf) as evaluations:
-            full = hf(**inputs, decoder_input_ids=out.sequences[:, :-1]).logits.log_softmax(-1)
+            full = hf(**inputs, decoder_input_ids=sequences[:, :-1]).logits.log_softmax(-1)
     assert_equal_up_to_rounding(stepwise, full, evaluations.count)
 
 
 def test_folder_carries_the_solver_core_and_the_layer_field_unchanged(tmp_path, monkeypatch):
-    """The remote code's F and solver are ode-seq's own: the files are byte for byte the package's."""
     _saved(tmp_path, monkeypatch, "ode_transformer_rk2_learned_small")
-    assert any(path.endswith(os.path.join("layers", "fields.py")) for path in CARRIED)
-    for path in CARRIED:
-        with open(path, "rb") as source, open(tmp_path / "hf" / os.path.basename(path), "rb") as copy:
-            assert copy.read() == source.read(), path
+    assert_carries_ode_seqs_files_unchanged(tmp_path / "hf")
 
 
 def test_adaptive_encoders_are_refused_naming_the_option(tmp_path):

@@ -123,7 +123,7 @@ def test_non_autonomous_lm_evaluates_with_a_context_window_and_exports_to_a_plai
     "extra, refusal",
     [
         (["--encoder-steps", "3"], "a language model has no encoder"),
-        (["--to", "ctranslate2"], "a language model exports --to fairseq"),
+        (["--to", "ctranslate2"], "heun (--decoder-ode-method)"),
         (["--decoder-steps", "3"], "--decoder-steps applies to ode_transformer_lm_nonauto"),
     ],
 )

@@ -1,0 +1,43 @@
+"""XGLM with Runge–Kutta blocks: ode-seq's ODE language model (``ode_transformer_lm``), run by
+ode-seq's solver core and layer field (``fixed_grid.py``, ``tableaus.py``, ``coefficients.py``,
+``fields.py``, copied from ode-seq); shipped in an exported folder and loaded with
+``trust_remote_code=True``.
+
+Each layer of XGLM is a block integrating the field F of its pre-norm layer (``ode_field``:
+residual-branch F(z) = a + f(z + a), parallel-branch a(z) + f(z), whole-layer the layer itself,
+a = SelfAttn(LN₁ ·), f = FFN(LN₂ ·)) over [0, T] in N steps of the configured tableau, with one
+self-attention cache per (step, stage) (``ode_layers.StageCachedDecoderBlock``). Embeddings,
+positions, final LayerNorm and output projection are XGLM's own.
+"""
+
+from typing import Optional
+
+from torch import Tensor, nn
+from transformers import XGLMForCausalLM
+from transformers.models.xglm.modeling_xglm import XGLMDecoderLayer
+
+from .configuration_ode_xglm import ODEXGLMConfig
+from .ode_layers import StageCachedDecoderBlock
+
+
+class ODEXGLMDecoderLayer(StageCachedDecoderBlock, XGLMDecoderLayer):
+    """A Runge–Kutta block over XGLM's (pre-norm) decoder layer, one cache per (step, stage);
+    self-attention takes XGLM's causal mask with the prompts' left padding."""
+
+    def __init__(self, config: ODEXGLMConfig, layer_idx: int) -> None:
+        super().__init__(config, layer_idx)
+        self.init_block(config, layer_idx, config.ode_field)
+
+    def self_attention_mask(self, attention_mask: Optional[Tensor]) -> Optional[Tensor]:
+        return attention_mask
+
+
+class ODEXGLMForCausalLM(XGLMForCausalLM):
+    """XGLMForCausalLM whose layers are Runge–Kutta blocks."""
+
+    config_class = ODEXGLMConfig
+
+    def __init__(self, config: ODEXGLMConfig) -> None:
+        super().__init__(config)
+        self.model.layers = nn.ModuleList(ODEXGLMDecoderLayer(config, i) for i in range(config.num_layers))
+        self.post_init()

@@ -1,0 +1,38 @@
+"""The custom code of an exported Hugging Face folder (``trust_remote_code=True``): the model's
+files from :mod:`.remote_code` and, copied unchanged, the files of ode-seq they import (``CARRIED``:
+the solver core and the layer field, which import only torch and each other)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Dict, Sequence, Tuple
+
+REMOTE_CODE = os.path.join(os.path.dirname(__file__), "remote_code")
+PACKAGE = os.path.dirname(os.path.dirname(__file__))
+CARRIED = tuple(
+    os.path.join(PACKAGE, *path)
+    for path in (
+        ("solvers", "tableaus.py"),
+        ("solvers", "fixed_grid.py"),
+        ("solvers", "observers.py"),
+        ("solvers", "coefficients.py"),
+        ("layers", "fields.py"),
+    )
+)
+SHARED_CODE = ("ode_layers.py",)
+
+
+def write_code(output: str, names: Sequence[str], auto_map: Dict[str, str]) -> Tuple[type, type]:
+    """Create the folder ``output`` with the remote-code files ``names`` (of :mod:`.remote_code`),
+    the shared ones and ``CARRIED``; the (config, model) classes ``auto_map`` names, loaded from
+    the folder as transformers will load them."""
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    os.makedirs(output)
+    for name in (*names, *SHARED_CODE):
+        shutil.copyfile(os.path.join(REMOTE_CODE, name), os.path.join(output, name))
+    for path in CARRIED:
+        shutil.copyfile(path, os.path.join(output, os.path.basename(path)))
+    config_class, model_class = (get_class_from_dynamic_module(reference, output) for reference in auto_map.values())
+    return config_class, model_class
