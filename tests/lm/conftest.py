@@ -10,11 +10,11 @@ from typing import Any, Dict, List, Sequence
 import pytest
 import torch
 
-from tests.conftest import TinyTask, build_sized_model, one_torch_thread
+from tests.conftest import TinyTask, build_sized_model, fixed_torch_threads
 from tests.e2e.cli import run
 from tests.e2e.corpus import WORDS
 
-single_torch_thread = pytest.fixture(autouse=True)(one_torch_thread)
+single_torch_thread = pytest.fixture(autouse=True)(fixed_torch_threads)
 
 LM_SIZES = {"train": 300, "valid": 20, "test": 20}
 TINY_LM = dict(decoder_embed_dim=32, decoder_ffn_embed_dim=64, decoder_attention_heads=4, decoder_layers=2)

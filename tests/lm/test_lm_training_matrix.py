@@ -13,8 +13,8 @@ from fairseq import search, tasks
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.trainer import Trainer
 
-from benchmarks.inprocess import parse_training_args
 from ode_seq.layers.fields import FIELD_FORMS
+from ode_seq.models.in_process import parse_training_args
 from ode_seq.solvers import TABLEAUS
 from tests.lm.conftest import TINY_TIME, lm_training_args
 
