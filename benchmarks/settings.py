@@ -10,7 +10,8 @@ from typing import List, Optional, Sequence, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS_DIR = os.path.join(ROOT, "examples", "translation", "data")
 DEFAULT_SECTIONS = ("training", "rk-overhead", "generation", "decoder-step")
-SECTIONS = DEFAULT_SECTIONS + ("compile",)
+LM_SECTIONS = ("lm-training", "lm-generation")
+SECTIONS = DEFAULT_SECTIONS + ("compile",) + LM_SECTIONS
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class Settings:
     beam: int = 4
     step_sentences: int = 16
     step_prefixes: Tuple[int, int] = (8, 64)
+    lm_sample_len: int = 128
+    lm_prompt_len: int = 8
     rounds: int = 4
     warmup: int = 1
     train_iters: int = 1
@@ -53,6 +56,11 @@ class Settings:
     def batch_sentences(self) -> int:
         return max(1, self.batch_tokens // self.source_len)
 
+    @property
+    def lm_blocks(self) -> int:
+        """Language-model blocks of ``lm_sample_len`` tokens in a training batch."""
+        return max(1, self.batch_tokens // self.lm_sample_len)
+
 
 SMOKE = dict(
     embed_dim=32,
@@ -65,6 +73,8 @@ SMOKE = dict(
     gen_max_len=12,
     step_sentences=2,
     step_prefixes=(2, 8),
+    lm_sample_len=16,
+    lm_prompt_len=2,
     rounds=3,
     warmup=1,
     step_iters=3,
@@ -108,7 +118,9 @@ def parse_settings(argv: Optional[Sequence[str]] = None) -> Tuple[Settings, argp
         metavar=("SHORT", "LONG"),
         help=f"decoder-step prefix lengths (default: {defaults.step_prefixes})",
     )
-    parser.add_argument("--sections", nargs="+", choices=SECTIONS, help="sections to run (default: all but compile)")
+    parser.add_argument(
+        "--sections", nargs="+", choices=SECTIONS, help="sections to run (default: all but compile and the lm ones)"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
     args = parser.parse_args(argv)
 
@@ -152,6 +164,8 @@ def _validate(settings: Settings, parser: argparse.ArgumentParser) -> None:
         "train_iters",
         "gen_iters",
         "step_iters",
+        "lm_sample_len",
+        "lm_prompt_len",
     ):
         if getattr(settings, name) < 1:
             problems.append(f"--{name.replace('_', '-')} must be >= 1")

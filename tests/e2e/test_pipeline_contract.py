@@ -42,6 +42,11 @@ SCRIPTS = [
     "distillation/run.sh",
     "distillation/step_counts.sh",
     "step_adaptation/run.sh",
+    "language_modeling/prepare.sh",
+    "language_modeling/train.sh",
+    "language_modeling/evaluate.sh",
+    "language_modeling/sample.sh",
+    "language_modeling/demo.sh",
 ]
 # Arguments a script needs before it reaches an unknown option (score.sh hands all to argparse).
 REQUIRED: Dict[str, List[str]] = {"translation/score.sh": ["--hyp", "h", "--ref", "r", "--lang", "es"]}
@@ -295,6 +300,9 @@ STOP_POINTS = {
     "summarization/train.sh": ["--work-dir", "WORK", "--gpus", "0"],
     "summarization/evaluate.sh": ["--work-dir", "WORK", "--gpus", "0"],
     "distillation/step_counts.sh": ["--checkpoint", "WORK", "--data-bin", "WORK", "--ref", "r", "--lang", "es"],
+    "language_modeling/train.sh": ["--work-dir", "WORK", "--gpus", "0"],
+    "language_modeling/evaluate.sh": ["--work-dir", "WORK", "--gpus", "0"],
+    "language_modeling/sample.sh": ["--work-dir", "WORK", "--gpus", "0"],
 }
 
 
