@@ -14,6 +14,7 @@
 #
 # Usage: benchmarks/gpu_prepare.sh
 set -euo pipefail
+unset CDPATH  # with CDPATH set, `cd DIR` may go elsewhere and print where it went
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 die() { echo "error: $*" >&2; exit 1; }

@@ -17,6 +17,7 @@ export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
 die() {  # die MESSAGE — the work failed: exit 1
   echo "$SCRIPT_NAME: error: $*" >&2
+  stage_failed 1
   exit 1
 }
 
@@ -280,7 +281,29 @@ run_stage() {  # run_stage TARGET NAME — true (logs "run") when TARGET is miss
     return 1
   fi
   log "run $2 → $1"
+  STAGE_TARGET="$1" STAGE_NAME="$2"
 }
+
+# A stage that fails says what it leaves behind, also when the tool that failed cannot (a full
+# disk ends most tools with a traceback): the outputs of the finished stages are intact, its own
+# partial output (a .tmp) is never used, and how much room there was to write.
+STAGE_TARGET=""  # the output of the stage running now, and its name (set by run_stage)
+STAGE_NAME=""
+
+stage_failed() {  # stage_failed STATUS — from die and the ERR trap: report the stage that did not finish
+  [[ -n "$STAGE_TARGET" && ! -e "$STAGE_TARGET" && "$BASH_SUBSHELL" -eq 0 ]] || return 0
+  local dir="$STAGE_TARGET" free room=""
+  while [[ ! -d "$dir" && "$dir" == */* ]]; do dir="${dir%/*}"; done
+  free="$(df -Pk -- "${dir:-.}" 2>/dev/null | awk 'NR == 2 { print $4 }')" || free=""
+  [[ -z "$free" ]] || room=" The file system of $dir has $((free / 1024)) MiB free."
+  [[ "$(ulimit -f)" == unlimited ]] || room+=" Files may not grow beyond $(ulimit -f) KiB here (ulimit -f)."
+  echo "$SCRIPT_NAME: error: $STAGE_NAME did not finish (exit $1), so $STAGE_TARGET was not written.$room \
+The outputs of the finished stages are intact and a partial output is never used: once the cause is \
+fixed, the same command resumes." >&2
+  STAGE_TARGET=""
+}
+set -o errtrace
+trap 'stage_failed $?' ERR
 
 publish() {  # publish TMP TARGET — atomically move a finished stage output into place
   mv -T "$1" "$2"

@@ -32,7 +32,6 @@ class TextInputError(ValueError):
 
     def __init__(self, name: str, line: int, offset: int, problem: str):
         super().__init__(f"{name}:{line}: byte {offset}: {problem}")
-        self.name, self.line, self.offset = name, line, offset
 
 
 NOT_UTF8 = "byte 0x{:02X} is not UTF-8; re-encode the file as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8 if it is Latin-1)"
@@ -97,5 +96,5 @@ def iter_lines(stream: BinaryIO, name: str) -> Iterator[str]:
     """The lines of a binary stream (e.g. ``sys.stdin.buffer``) one by one, checked as they come."""
     offset = 0
     for number, raw in enumerate(stream, 1):
-        yield from decode_lines(raw, name, number, offset) or [""]
+        yield from decode_lines(raw, name, number, offset)
         offset += len(raw)

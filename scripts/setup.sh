@@ -4,6 +4,7 @@
 # else python3 (an existing VENV_DIR keeps its own). On 3.13 fairseq is compiled, which also needs a
 # C++ compiler and Python's headers. Re-running is a no-op when the requirement files are unchanged.
 set -euo pipefail
+unset CDPATH  # with CDPATH set, `cd DIR` may go elsewhere and print where it went
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-${ODE_SEQ_VENV:-$ROOT/.venv}}"
 ALIAS="$ROOT/tools/en-core-web-sm"

@@ -267,6 +267,26 @@ def full_disk_save(work: Path) -> None:
     assert not list(work.glob("*.tmp*")), f"half-written files left: {sorted(work.iterdir())}"
 
 
+def resumed_data(work: Path) -> None:
+    from fairseq.data import Dictionary
+    from fairseq.tasks import TASK_REGISTRY
+    from fairseq.tasks.translation import TranslationConfig
+    from fairseq.trainer import Trainer
+
+    def task(symbols: List[str]) -> Any:
+        dictionary = Dictionary()
+        for symbol in symbols:
+            dictionary.add_symbol(symbol)
+        return TASK_REGISTRY["translation"](
+            TranslationConfig(source_lang="en", target_lang="de"), dictionary, dictionary
+        )
+
+    torch.save({"task_state": task(["in", "the"]).state_dict()}, work / "checkpoint_last.pt")
+    trainer = SimpleNamespace(task=task(["the", "in"]), cfg=SimpleNamespace(checkpoint=SimpleNamespace()))
+    trainer.cfg.checkpoint.finetune_from_model = None
+    expect_error(ValueError, "checkpoint_last.pt", Trainer.load_checkpoint, trainer, str(work / "checkpoint_last.pt"))
+
+
 PROBES: Dict[str, Callable[[Path], None]] = {
     probe.__name__: probe
     for probe in (
@@ -286,6 +306,7 @@ PROBES: Dict[str, Callable[[Path], None]] = {
         numpy_compat_long,
         save_dir_lock,
         full_disk_save,
+        resumed_data,
     )
 }
 

@@ -36,13 +36,11 @@ def smoke_run(tmp_path_factory):
             str(out),
             "--data-bin",
             str(raw / "bin"),
-            "--seconds",
-            "240",
         ],
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=1500,
     )
     return out, result
 

@@ -11,15 +11,26 @@ PACKAGE = Path(ROOT) / "ode_seq"
 ALLOWED = {
     "solvers": set(),
     "options": set(),
-    "checkpoint_files": set(),
+    "checkpoint_files": {"output_files"},
     "output_files": set(),
+    "training_data": set(),
+    "text_files": set(),
     "layers": {"solvers", "options"},
-    "models": {"solvers", "layers", "options", "checkpoint_files"},
+    "models": {"solvers", "layers", "options", "checkpoint_files", "training_data"},
     "analysis": {"solvers", "layers", "checkpoint_files"},
-    "fairseq_fixes": {"checkpoint_files"},
+    "fairseq_fixes": {"checkpoint_files", "output_files", "training_data", "text_files"},
     "export": {"solvers", "layers", "models", "checkpoint_files"},
-    "cli": {"analysis", "models", "export", "fairseq_fixes", "checkpoint_files", "output_files"},
-    "metrics": {"output_files"},
+    "cli": {
+        "analysis",
+        "models",
+        "export",
+        "fairseq_fixes",
+        "checkpoint_files",
+        "output_files",
+        "metrics",
+        "training_data",
+    },
+    "metrics": {"output_files", "text_files"},
 }
 
 

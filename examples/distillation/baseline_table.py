@@ -19,10 +19,9 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from ode_seq.metrics.bleu import moses_detokenise, paired_test, read_fairseq_hypotheses, read_text_lines  # noqa: E402
-from ode_seq.metrics.paired_bootstrap import Comparison  # noqa: E402
-from ode_seq.metrics.seed_mean import seed_mean_paired_test  # noqa: E402
+from ode_seq.metrics.bleu import moses_detokenise, paired_test, read_fairseq_hypotheses, read_text_lines
+from ode_seq.metrics.paired_bootstrap import Comparison
+from ode_seq.metrics.seed_mean import seed_mean_paired_test
 
 
 def mean_sd(values: Sequence[float]) -> str:

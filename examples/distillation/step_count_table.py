@@ -1,7 +1,7 @@
 """The table of examples/distillation/step_counts.sh (markdown on standard output) and its
 OUT_DIR/step-scores.json for ``python -m ode_seq.cli.analyze --step-scores``.
 
-    python examples/distillation/step_count_table.py --out-dir DIR --ref REF --checkpoint CKPT --steps 3 6 12
+    python -m examples.distillation.step_count_table --out-dir DIR --ref REF --checkpoint CKPT --steps 3 6 12
 """
 
 from __future__ import annotations
@@ -9,14 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.join(HERE, "..", "translation"), os.path.join(HERE, "..", "..")]
-from evaluation import read_evaluation  # noqa: E402
-
-from ode_seq.checkpoint_files import load_checkpoint  # noqa: E402
-from ode_seq.text_files import read_lines  # noqa: E402
+from examples.translation.evaluation import read_evaluation  # the checkout on PYTHONPATH (examples/lib.sh)
+from ode_seq.checkpoint_files import load_checkpoint
+from ode_seq.text_files import read_lines
 
 
 def trained_setting(checkpoint: str) -> dict:

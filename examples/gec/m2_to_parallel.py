@@ -13,15 +13,12 @@ writes ``OUT.src`` and ``OUT.tgt`` (each via ``.partial`` and a rename).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import List, Sequence, Tuple
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from gec_text import write_lines
 
-from gec_text import write_lines  # noqa: E402
-
-from ode_seq.metrics.m2_format import M2FormatError, apply_edits, check_annotator, read_m2  # noqa: E402
+from ode_seq.metrics.m2_format import M2FormatError, apply_edits, check_annotator, read_m2
 
 
 def m2_to_pairs(path: str, annotator: int) -> Tuple[List[Tuple[str, str]], int]:

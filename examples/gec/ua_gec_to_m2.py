@@ -17,17 +17,14 @@ gives the parallel text, as for any other M2 file.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import OrderedDict
 from typing import Dict, Iterator, List, Sequence, Tuple
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from gec_text import write_lines
 
-from gec_text import write_lines  # noqa: E402
-
-from ode_seq.metrics.m2_align import align_edits  # noqa: E402
-from ode_seq.metrics.m2_format import format_block  # noqa: E402
+from ode_seq.metrics.m2_align import align_edits
+from ode_seq.metrics.m2_format import format_block
 
 Sentence = Tuple[List[str], Dict[int, List[str]]]  # source tokens, {M2 annotator: corrected tokens}
 

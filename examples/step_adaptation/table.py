@@ -1,6 +1,6 @@
 """The results table of examples/step_adaptation/run.sh (markdown on standard output).
 
-    python examples/step_adaptation/table.py --work-dir DIR --steps N --step-counts 3 4 8 --ref REF
+    python -m examples.step_adaptation.table --work-dir DIR --steps N --step-counts 3 4 8 --ref REF
 
 Per step count N' and variant (zero-shot, full, lora) it reads WORK_DIR/adapt/N'/VARIANT:
 eval-test/scores.json (sacreBLEU 13a), eval-test/generate.log (fairseq-generate's
@@ -17,9 +17,7 @@ import re
 import sys
 from typing import Dict, List, Optional
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "translation"))
-from evaluation import read_evaluation, read_text  # noqa: E402
-
+from examples.translation.evaluation import read_evaluation, read_text  # the checkout on PYTHONPATH (examples/lib.sh)
 from ode_seq.text_files import read_lines  # noqa: E402
 
 VARIANTS = ("zero-shot", "full", "lora")

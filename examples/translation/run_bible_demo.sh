@@ -79,7 +79,8 @@ for arch in "${ARCHS[@]}"; do
     -- "${DEMO_WIDTH[@]}" --dropout "$DROPOUT" "${TRAIN_EXTRA[@]}"
   log "translate the test set with $arch (beam 4)"
   bible_test_scores "$WORK_DIR" "$save_dir" "$GPUS" -- --max-len-a "$MAX_LEN_A" --max-len-b "$MAX_LEN_B"
-  if [[ "$KEEP_CHECKPOINTS" -eq 0 ]]; then
+  if [[ "$KEEP_CHECKPOINTS" -eq 0 ]]; then  # checkpoint_last.pt first: without it, a rerun after a kill
+    rm -f "$save_dir/checkpoint_last.pt"   # here takes averaged.pt as the model, whatever is left
     find "$save_dir" -maxdepth 1 -name 'checkpoint*.pt' -delete
   fi
 done

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from ode_seq.metrics.bleu import paired_test, read_fairseq_hypotheses, read_text_lines  # noqa: E402
-from ode_seq.solvers.tableaus import get_tableau  # noqa: E402
+from ode_seq.metrics.bleu import paired_test, read_fairseq_hypotheses, read_text_lines
+from ode_seq.solvers.tableaus import get_tableau
 
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from study_table import CURVE_SPACING, DESCRIPTION, VALID_NLL  # noqa: E402
+from study_table import (  # its neighbour: run as a script, its folder is on sys.path
+    CURVE_SPACING,
+    DESCRIPTION,
+    VALID_NLL,
+)
 
 
 @dataclass(frozen=True)

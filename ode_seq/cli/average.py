@@ -1,6 +1,8 @@
 """Average the parameters of several fairseq checkpoints (loaded with torch's safe unpickler).
 
 θ̄ = (1/N) Σ_n θ_n   for every floating-point parameter; other entries come from the newest.
+Checkpoints that are not of one run (another architecture, other parameter shapes, dictionaries,
+language pair or training run) are refused with exit status 2.
 
 python -m ode_seq.cli.average --inputs CKPT_DIR --num-epoch-checkpoints 5 --output avg.pt
 """
@@ -23,6 +25,7 @@ from ode_seq.checkpoint_files import (
     save_checkpoint,
 )
 from ode_seq.output_files import check_output_file, same_file
+from ode_seq.training_data.record import TrainingRecord, missing_record_note, read_record, record_difference
 
 
 def last_checkpoints(directory: str, count: int, kind: str) -> List[str]:
@@ -49,11 +52,13 @@ def architecture(state: Dict) -> Optional[str]:
     return None
 
 
-def first_difference(path: str, state: Dict, first: str, first_state: Dict) -> Optional[str]:
-    """How checkpoint ``path`` differs from ``first`` in architecture, parameter names or shapes."""
+def architecture_difference(path: str, state: Dict, first: str, first_state: Dict) -> Optional[str]:
     arch, first_arch = architecture(state), architecture(first_state)
-    if arch != first_arch:
-        return f"{path} was trained as --arch {arch}, {first} as --arch {first_arch}"
+    return f"{path} was trained as --arch {arch}, {first} as --arch {first_arch}" if arch != first_arch else None
+
+
+def first_difference(path: str, state: Dict, first: str, first_state: Dict) -> Optional[str]:
+    """How checkpoint ``path`` differs from ``first`` in parameter names or shapes."""
     model, reference = state["model"], first_state["model"]
     for name in reference:
         if name not in model:
@@ -67,22 +72,36 @@ def first_difference(path: str, state: Dict, first: str, first_state: Dict) -> O
     return f"{path} has a parameter {extra}, which {first} has not" if extra else None
 
 
+class CheckpointsDiffer(ValueError):
+    """Checkpoints that are not of one run: a usage error (exit 2)."""
+
+
 def average(paths: List[str]) -> Dict:
     """The newest checkpoint's state with its model parameters replaced by the mean over
-    ``paths``, which must share the architecture and every parameter's name and shape."""
+    ``paths``, which must share the architecture, every parameter's name and shape and, where
+    they record it (:mod:`ode_seq.training_data.record`), the dictionaries, language pair and run."""
     newest: Optional[Dict] = None
+    first_record: Optional[TrainingRecord] = None
     sums: "OrderedDict[str, torch.Tensor]" = OrderedDict()
     for path in paths:
         state = load_checkpoint(path)
         model = state["model"]
         check_finite_parameters(path, model)
+        record = read_record(state.get("task_state"))
+        note = missing_record_note(path, record)
+        if note:
+            print(f"average: note: {note}", file=sys.stderr)
         if newest is None:
-            newest = state
+            newest, first_record = state, record
             sums = OrderedDict((k, v.double() if v.is_floating_point() else v.clone()) for k, v in model.items())
             continue
-        difference = first_difference(path, state, paths[0], newest)
+        difference = (
+            architecture_difference(path, state, paths[0], newest)
+            or record_difference(path, record, paths[0], first_record)
+            or first_difference(path, state, paths[0], newest)
+        )
         if difference:
-            raise ValueError(f"{difference}; average checkpoints of one run")
+            raise CheckpointsDiffer(f"{difference}; average checkpoints of one run")
         for k, v in model.items():
             if v.is_floating_point():
                 sums[k] += v.double()
@@ -130,7 +149,11 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.av
             raise ValueError(
                 f"--output {args.output} is one of the checkpoints to average; write the average to another file"
             )
-        save_checkpoint(average(paths), args.output)
+        state = average(paths)
+        save_checkpoint(state, args.output)
+    except CheckpointsDiffer as error:
+        print(f"average: error: {error}", file=sys.stderr)
+        return 2
     except ValueError as error:
         print(f"average: error: {error}", file=sys.stderr)
         return 1

@@ -13,8 +13,9 @@ Exportable: Euler ODE Transformers whose steps are Transformer layers, the non-a
 any step count (``--encoder-steps``/``--decoder-steps``), ``lora_transformer`` (adapters merged) and
 fairseq's ``transformer`` trained with the plugin (:mod:`ode_seq.export.plain`); the same ODE
 language models ``--to fairseq`` as a plain ``transformer_lm`` (``--decoder-steps`` for
-``ode_transformer_lm_nonauto``). Exit status: 2 for
-usage errors (including paths that do not exist or cannot be written), 1 for a model the target
+``ode_transformer_lm_nonauto``). Exit status: 2 for usage errors (including paths that do not exist
+or cannot be written, and a ``--data`` or ``--spm`` whose dictionaries or pieces are not those the
+model was trained with), 1 for a model the target
 cannot represent (the message names the option).
 
     python -m ode_seq.cli.export --path ckpt.pt --encoder-steps 12 --decoder-steps 12 --output plain.pt
@@ -44,6 +45,8 @@ from ode_seq.models import (
     ODETransformerLanguageModel,
 )
 from ode_seq.output_files import check_output_directory, check_output_file, explaining_full_disk, same_file
+from ode_seq.training_data.record import DataMismatchError
+from ode_seq.training_data.subword_models import check_subword_model, sentencepiece_file
 
 TARGETS = ("fairseq", "ctranslate2", "hf")
 
@@ -185,12 +188,17 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.ex
         return 2
     try:
         model, options, task = load_model(args)
+        if args.spm is not None:
+            check_subword_model(sentencepiece_file(f"--spm {args.spm}", args.spm), task)
         if args.to == "fairseq":
             plain = plain_transformer(model, options)
             save_checkpoint(fairseq_state(args, plain), args.output)
         else:
             with explaining_full_disk(args.output, lambda: serialized_size(model.state_dict())):
                 plain = write_directory(args, model, options, task)
+    except DataMismatchError as error:  # --data or --spm is not what the model was trained with
+        print(f"export: error: {error}", file=sys.stderr)
+        return 2
     except ValueError as error:
         print(f"export: error: {error}", file=sys.stderr)
         return 1

@@ -4,36 +4,51 @@ own ``main(argv, prog)``, so each tool's options are defined once, in its module
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from dataclasses import dataclass
+from types import ModuleType
 from typing import List, Optional
 
 import ode_seq
 
-
-@dataclass(frozen=True)
-class Subcommand:
-    module: str
-    summary: str
-
-
 SUBCOMMANDS = {
-    "user-dir": Subcommand("ode_seq.cli.plugin_dir", "print the fairseq plugin directory, for --user-dir"),
-    "average": Subcommand("ode_seq.cli.average", "average the parameters of several checkpoints"),
-    "analyze": Subcommand("ode_seq.cli.analyze", "trajectories, spectra, Lyapunov exponents of a model: a report"),
-    "export": Subcommand(
-        "ode_seq.cli.export", "a model as a plain fairseq checkpoint, a CTranslate2 model or a Hugging Face folder"
-    ),
-    "bleu": Subcommand("ode_seq.metrics.bleu", "tokenised (compound-split) BLEU and sacreBLEU"),
-    "rouge": Subcommand("ode_seq.metrics.rouge", "ROUGE-1/2/L/Lsum with bootstrap confidence intervals"),
-    "m2": Subcommand("ode_seq.metrics.m2", "MaxMatch (M2) precision, recall and F0.5"),
-    "errant": Subcommand("ode_seq.metrics.errant_score", "ERRANT span-based correction F0.5, per error type"),
+    "user-dir": "print the fairseq plugin directory, for --user-dir",
+    "average": "average the parameters of several checkpoints",
+    "analyze": "trajectories, spectra, Lyapunov exponents of a model: a report",
+    "export": "a model as a plain fairseq checkpoint, a CTranslate2 model or a Hugging Face folder",
+    "bleu": "tokenised (compound-split) BLEU and sacreBLEU",
+    "rouge": "ROUGE-1/2/L/Lsum with bootstrap confidence intervals",
+    "m2": "MaxMatch (M2) precision, recall and F0.5",
+    "errant": "ERRANT span-based correction F0.5, per error type",
 }
 
 
+def tool(subcommand: str) -> ModuleType:
+    """The module of ``subcommand``, imported only when it runs: the tools import torch, fairseq or
+    sacrebleu (seconds), and ``ode-seq --help`` needs none of them."""
+    match subcommand:
+        case "user-dir":
+            from ode_seq.cli import plugin_dir as module
+        case "average":
+            from ode_seq.cli import average as module
+        case "analyze":
+            from ode_seq.cli import analyze as module
+        case "export":
+            from ode_seq.cli import export as module
+        case "bleu":
+            from ode_seq.metrics import bleu as module
+        case "rouge":
+            from ode_seq.metrics import rouge as module
+        case "m2":
+            from ode_seq.metrics import m2 as module
+        case "errant":
+            from ode_seq.metrics import errant_score as module
+        case _:
+            raise ValueError(f"unknown subcommand {subcommand!r}; choose one of: {', '.join(SUBCOMMANDS)}")
+    return module
+
+
 def build_parser() -> argparse.ArgumentParser:
-    listing = "\n".join(f"  {name:<10} {command.summary}" for name, command in SUBCOMMANDS.items())
+    listing = "\n".join(f"  {name:<10} {summary}" for name, summary in SUBCOMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="ode-seq",
         usage="ode-seq [-h] [--version] SUBCOMMAND [ARGS ...]",
@@ -55,9 +70,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not argv:
         parser.error("name a subcommand (`ode-seq --help` lists them), e.g. `ode-seq bleu --help`")
     args = parser.parse_args(argv)
-    command = SUBCOMMANDS[args.subcommand]
-    tool = importlib.import_module(command.module)
-    return tool.main(args.args, prog=f"ode-seq {args.subcommand}")
+    return tool(args.subcommand).main(args.args, prog=f"ode-seq {args.subcommand}")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ sentencepiece and torch, never fairseq or ode-seq.
 Encoding is fairseq's: SentencePiece pieces (or the whitespace tokens of an already tokenized
 text), each looked up in fairseq's dictionary (<s> 0, <pad> 1, </s> 2, <unk> 3, then dict.txt in
 order), with </s> appended to the source. Batches are right-padded with an attention mask.
+With the folder on the module path (``PYTHONPATH=FOLDER python …``):
 
-    import sys; sys.path.insert(0, folder)
     from fairseq_tokenizer import FairseqTokenizer
     tokenizer = FairseqTokenizer(folder)
     model = M2M100ForConditionalGeneration.from_pretrained(folder)

@@ -31,6 +31,7 @@ from .ngram_blocking import NGramBlocking
 from .numpy_compat import NumpyCompatLong
 from .preprocess_hint import PreprocessHint
 from .restore_file import RestoreFileMustExist
+from .resumed_data import ResumedData
 from .save_dir import SaveDirHint
 from .save_dir_lock import SaveDirLock
 from .torchrun import TorchrunLaunch
@@ -77,6 +78,7 @@ FIXES: Dict[str, FairseqFix] = fix_registry(
         NumpyCompatLong(),
         SaveDirLock(),
         FullDiskSave(),
+        ResumedData(),
     )
 )
 

@@ -1,59 +1,41 @@
-"""Refuse models for generation whose results would be silently wrong: non-finite parameters, or a
-translation direction opposite to the one the model was trained for."""
+"""Refuse models for generation whose results would be silently wrong: non-finite parameters, data
+other than the model was trained with (dictionaries, subword model, translation direction)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import os
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Optional
 
 from fairseq import checkpoint_utils
 from fairseq.data import data_utils
-from fairseq.tasks.translation import TranslationTask
+from fairseq.tasks import TASK_REGISTRY
 
 from ode_seq.checkpoint_files import check_finite_parameters
+from ode_seq.training_data.record import (
+    DataMismatchError,
+    LanguagePair,
+    language_pair,
+    note_missing_record,
+    read_record,
+    reversed_direction,
+)
+from ode_seq.training_data.recording_task import RecordsTrainingData
+from ode_seq.training_data.subword_models import CHECKED_KINDS
 
 from .fix import FairseqFix
 
-LanguagePair = Tuple[str, str]
-PAIR_KEY = "language_pair"
-
-
-def language_pair(task_cfg: Any) -> Optional[LanguagePair]:
-    source, target = getattr(task_cfg, "source_lang", None), getattr(task_cfg, "target_lang", None)
-    return (source, target) if source and target else None
-
-
-def recording_language_pair(state_dict: Callable) -> Callable:
-    """A task's ``state_dict`` (saved in checkpoints as ``task_state``) that adds the language pair
-    the task translates."""
-
-    @functools.wraps(state_dict)
-    def recorded(self) -> Dict[str, Any]:
-        return {**state_dict(self), PAIR_KEY: list(language_pair(self.cfg) or ())}
-
-    return recorded
-
-
-def reading_language_pair(load_state_dict: Callable) -> Callable:
-    """A task's ``load_state_dict`` that keeps a checkpoint's recorded pair as
-    ``trained_language_pair`` (None if it has none) and passes the rest on."""
-
-    @functools.wraps(load_state_dict)
-    def load(self, state_dict: Dict[str, Any]) -> None:
-        state = dict(state_dict)
-        pair = state.pop(PAIR_KEY, None)
-        self.trained_language_pair = tuple(pair) if pair else None
-        load_state_dict(self, state)
-
-    return load
+# The subword model options of fairseq's BPE configurations (given to the hub interface as overrides).
+SUBWORD_MODEL_OPTIONS = ("sentencepiece_model", "bpe_codes")
+RECORDING_TASKS = ("translation", "language_modeling")
 
 
 def trained_pair(task, trained_task_cfg: Any) -> Optional[LanguagePair]:
     """The pair a checkpoint translates: recorded by the task, given at training, or inferred
     from the training data directory as fairseq did when training (None if unknown)."""
-    recorded = getattr(task, "trained_language_pair", None) or language_pair(trained_task_cfg)
+    record = getattr(task, "loaded_record", None)
+    recorded = (record.language_pair if record else None) or language_pair(trained_task_cfg)
     if recorded:
         return recorded
     data = (getattr(trained_task_cfg, "data", None) or "").split(os.pathsep)[0]
@@ -64,32 +46,42 @@ def trained_pair(task, trained_task_cfg: Any) -> Optional[LanguagePair]:
 
 
 def check_direction(path: str, trained: Optional[LanguagePair], task) -> None:
-    """ValueError when ``task`` translates in the opposite direction of checkpoint ``path``."""
-    asked = language_pair(getattr(task, "cfg", None))
-    if trained is None or asked is None or trained[0] == trained[1] or asked != trained[::-1]:
-        return
-    raise ValueError(
-        f"{path} was trained to translate {trained[0]} -> {trained[1]}, but this run reads "
-        f"{asked[0]} as the source and {asked[1]} as the target (-s/--source-lang {asked[0]} "
-        f"-t/--target-lang {asked[1]}), so the model would get sentences of the wrong language: "
-        f"pass -s {trained[0]} -t {trained[1]}, or a checkpoint trained for {asked[0]} -> {asked[1]}"
-    )
+    """DataMismatchError when ``task`` translates in the opposite direction of checkpoint ``path``."""
+    mismatch = reversed_direction(trained, task)
+    if mismatch:
+        raise mismatch.naming(path)
 
 
 def checked_ensemble_loader(load: Callable) -> Callable:
-    """fairseq's ``load_model_ensemble_and_task`` that refuses a model with non-finite parameters
-    and a given task whose direction is the reverse of the checkpoint's."""
+    """fairseq's ``load_model_ensemble_and_task``, loading one file after the other into one task,
+    that refuses a model with non-finite parameters, a given task whose dictionaries are not the
+    checkpoint's or whose direction is its reverse, and a subword model given as an override
+    (the hub interface) that does not match the dictionaries; errors name the file."""
     signature = inspect.signature(load)
 
     @functools.wraps(load)
     def checked(*args, **kwargs):
-        given = signature.bind(*args, **kwargs).arguments
-        ensemble, cfg, task = load(*args, **kwargs)
-        filenames = list(given["filenames"])
-        for path, model in zip(filenames, ensemble):
-            check_finite_parameters(path, model.state_dict())
-        if given.get("task") is not None:
-            check_direction(filenames[-1], trained_pair(task, cfg.task), task)
+        given = signature.bind(*args, **kwargs)
+        given.apply_defaults()
+        arguments = dict(given.arguments)
+        filenames, task, ensemble, cfg = list(arguments.pop("filenames")), arguments.pop("task"), [], None
+        for path in filenames:
+            if isinstance(task, RecordsTrainingData):
+                task.loaded_record = None
+            try:
+                models, cfg, task = load([path], task=task, **arguments)
+            except DataMismatchError as error:
+                raise error.naming(path) from None
+            check_finite_parameters(path, models[0].state_dict())
+            if isinstance(task, RecordsTrainingData):
+                note_missing_record(path, task.loaded_record or read_record({}))
+            if given.arguments["task"] is not None:
+                check_direction(path, trained_pair(task, cfg.task), task)
+            ensemble.extend(models)
+        overrides = arguments.get("arg_overrides") or {}
+        given_subwords = any(option in overrides for option in SUBWORD_MODEL_OPTIONS)
+        if given_subwords and getattr(cfg.bpe, "_name", None) in CHECKED_KINDS:
+            task.build_bpe(cfg.bpe)
         return ensemble, cfg, task
 
     return checked
@@ -99,21 +91,29 @@ class ModelLoading(FairseqFix):
     """fairseq loads a model whose parameters hold inf or nan (a run that diverged) without a
     word: ``--score-reference`` prints nan scores and exits 0, generation stops at an unrelated
     assertion. fairseq-generate/-interactive with ``-s tgt -t src`` run a src -> tgt model on
-    target-language input: with a joined dictionary nothing fails and the output is garbage.
-    The fix: ``load_model_ensemble_and_task`` refuses both, naming the file and what to do;
-    fairseq's TranslationTask records its language pair in the checkpoints it trains (older checkpoints:
-    the pair given at training, or inferred from their data directory as fairseq did)."""
+    target-language input: with a joined dictionary nothing fails and the output is garbage. A data
+    directory (or hub ``data_name_or_path``, or export ``--data``) whose dictionaries have the
+    model's size but other symbols scores and translates other words; a subword model that did not
+    encode the training data cuts sentences into pieces the model never saw.
+    The fix: the ``translation`` and ``language_modeling`` tasks record their language pair,
+    dictionaries and run in the checkpoints they save (:mod:`ode_seq.training_data.record`), and
+    ``load_model_ensemble_and_task`` refuses all of the above, naming the file, what differs and
+    what to do (older checkpoints: the pair given at training, or inferred from their data
+    directory as fairseq did; their dictionaries are not checked, which is logged)."""
 
     name = "model_loading"
     patches = (
-        "fairseq.tasks.translation.TranslationTask.state_dict",
-        "fairseq.tasks.translation.TranslationTask.load_state_dict",
+        "fairseq.tasks.TASK_REGISTRY['translation']",
+        "fairseq.tasks.TASK_REGISTRY['language_modeling']",
         "fairseq.checkpoint_utils.load_model_ensemble_and_task",
     )
 
     def apply(self) -> None:
-        TranslationTask.state_dict = recording_language_pair(TranslationTask.state_dict)
-        TranslationTask.load_state_dict = reading_language_pair(TranslationTask.load_state_dict)
+        for name in RECORDING_TASKS:
+            base = TASK_REGISTRY[name]
+            TASK_REGISTRY[name] = type(
+                base.__name__, (RecordsTrainingData, base), {"__module__": __name__, "__doc__": base.__doc__}
+            )
         checkpoint_utils.load_model_ensemble_and_task = checked_ensemble_loader(
             checkpoint_utils.load_model_ensemble_and_task
         )

@@ -32,10 +32,3 @@ def full_and_incremental_log_probs(
 def max_difference(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
     """max |a − b| over the positions in ``mask`` (last dimension: the vocabulary); NaN if any is."""
     return (a - b).abs().amax(dim=-1)[mask].max().item()
-
-
-def incremental_decoding_error(model: Any, task: Any, lengths: Sequence[int], seed: int = 0) -> float:
-    """Largest |Δ log p| over non-pad target positions between the full forward pass and
-    incremental decoding (the model must be in eval mode)."""
-    full, incremental, mask = full_and_incremental_log_probs(model, task, lengths, seed)
-    return max_difference(full, incremental, mask)

@@ -1,8 +1,9 @@
 """The teacher of trajectory distillation: a trained pre-norm fairseq Transformer.
 
 Teachers are loaded with safe unpickling, checked (a Transformer, pre-norm, the student's width
-and dictionaries) and never trained. The student's interface — embeddings, positions, final
-norms, output projection — may be copied from the teacher.
+and dictionaries: their symbols where the teacher's checkpoint records them, else their sizes)
+and never trained. The student's interface — embeddings, positions, final norms, output
+projection — may be copied from the teacher.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fairseq.models.transformer import TransformerModel
 from torch import Tensor, nn
 
 from ode_seq.checkpoint_files import load_checkpoint
+from ode_seq.training_data.record import dictionary_mismatch, read_record
 
 INTERFACE_MODULES = (
     "encoder.embed_tokens",
@@ -83,6 +85,9 @@ def load_teacher(path: Optional[str], task: Any) -> TransformerModel:
     state = load_checkpoint(path)
     args = _teacher_args(state, path)
     _check_teacher_args(args, path)
+    mismatch = dictionary_mismatch(read_record(state.get("task_state")), task)
+    if mismatch:
+        raise mismatch.naming(f"teacher {path}")
     _check_dictionaries(state["model"], task, path)
     teacher = models.build_model(argparse.Namespace(**vars(args)), task)
     if not isinstance(teacher, TransformerModel):

@@ -92,6 +92,7 @@ def _table(tmp_path) -> subprocess.CompletedProcess:
         ],
         capture_output=True,
         text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),  # as examples/lib.sh sets it
     )
 
 

@@ -257,7 +257,7 @@ def write_pair(prefix: Path, src_lines, tgt_lines) -> None:
     [
         ("line_counts", "train.es ends at line 2 but"),
         ("empty_line", "valid.es line 2 is empty"),
-        ("not_utf8", "test.en line 2: byte 0xe9 is not UTF-8"),
+        ("not_utf8", "test.en:2: byte 21: byte 0xE9 is not UTF-8"),
         ("missing_file", "test.es does not exist"),
         ("missing_codes", "BPE codes file"),
     ],

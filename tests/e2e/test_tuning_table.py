@@ -28,8 +28,9 @@ def fake_run(grid: Path, config: str, setting: str, curve: dict, done: bool = Tr
 
 
 @pytest.fixture
-def tuning_table(capsys):
+def tuning_table(capsys, monkeypatch):
     """tuning_table.py's main in this process: (exit status, stdout, stderr) as a namespace."""
+    monkeypatch.syspath_prepend(str(TUNING_TABLE.parent))  # its neighbour study_table, as when run as a script
     spec = importlib.util.spec_from_file_location("tuning_table", TUNING_TABLE)
     module = importlib.util.module_from_spec(spec)
     sys.modules["tuning_table"] = module

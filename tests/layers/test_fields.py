@@ -7,7 +7,8 @@ import torch
 
 from ode_seq.layers import ode_blocks
 from ode_seq.solvers import SolveObserver
-from tests.conftest import TinyTask, build_model, incremental_decoding_error
+from tests.conftest import TinyTask, build_model
+from tests.numerics import assert_equal_up_to_rounding, assert_incremental_decoding_equals_full_forward
 from tests.test_nonautonomous import _make_time_dependent, _tiny
 
 
@@ -142,23 +143,26 @@ def _output(layer, x, inputs):
     return out[0] if isinstance(out, tuple) else out
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("options", LAYER_OPTIONS + [dict(scale_resids=True)], ids=_name)
 @pytest.mark.parametrize("norms", [PRE_NORM, POST_NORM], ids=["pre-norm", "post-norm"])
 def test_whole_layer_field_is_fairseqs_layer_with_its_options(norms, options):
     for layer, block, x, inputs in _layers_blocks_and_inputs(norms, ode_field="whole-layer", **options):
         with torch.no_grad():
             field = block.field(x, **inputs)
-        torch.testing.assert_close(field, _output(layer, x, inputs), atol=1e-5, rtol=0)
+        assert_equal_up_to_rounding(field, _output(layer, x, inputs), evaluations=1)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("options", LAYER_OPTIONS, ids=_name)
 def test_euler_step_of_the_residual_branch_is_fairseqs_pre_norm_layer_with_its_options(options):
     for layer, block, x, inputs in _layers_blocks_and_inputs(PRE_NORM, **options):
-        torch.testing.assert_close(_output(block, x, inputs), _output(layer, x, inputs), atol=1e-5, rtol=0)
+        assert_equal_up_to_rounding(_output(block, x, inputs), _output(layer, x, inputs), evaluations=1)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("options", LAYER_OPTIONS, ids=_name)
 def test_incremental_decoding_equals_full_forward_with_layer_options(options):
     task = TinyTask()
     model = build_model("ode_transformer_rk4_encdec", task, **options).eval()
-    assert incremental_decoding_error(model, task, [6, 3, 8, 5], seed=3) <= 1e-5
+    assert_incremental_decoding_equals_full_forward(model, task, [6, 3, 8, 5], seed=3)

@@ -8,24 +8,16 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 import pytest
-import torch
 
 from tests.conftest import TinyTask, build_sized_model, fixed_torch_threads
 from tests.e2e.cli import run
 from tests.e2e.corpus import WORDS
 
-single_torch_thread = pytest.fixture(autouse=True)(fixed_torch_threads)
+fixed_threads = pytest.fixture(autouse=True)(fixed_torch_threads)
 
 LM_SIZES = {"train": 300, "valid": 20, "test": 20}
 TINY_LM = dict(decoder_embed_dim=32, decoder_ffn_embed_dim=64, decoder_attention_heads=4, decoder_layers=2)
 TINY_TIME = dict(time_features=8, time_hidden_dim=16, time_embed_dim=4)
-FLOAT32_EPS = 2.0**-23
-
-
-def rounding_tolerance(expected: torch.Tensor, evaluations: int, c: float) -> float:
-    """c · ε₃₂ · max|expected| · evaluations: float32 rounding of ``evaluations`` layer
-    evaluations, each off by c units in the last place of the largest value (c stated by the test)."""
-    return c * FLOAT32_EPS * expected.abs().max().item() * evaluations
 
 
 def write_lm_corpus(directory: Path, sizes: Dict[str, int] = LM_SIZES, seed: int = 0) -> None:

@@ -12,8 +12,9 @@ from omegaconf import OmegaConf
 from ode_seq.export import NotRepresentable, plain_transformer
 from tests.conftest import TinyTask
 from tests.export.models import model_and_args
-from tests.lm.conftest import TINY_LM, TINY_TIME, rounding_tolerance
+from tests.lm.conftest import TINY_LM, TINY_TIME
 from tests.lm.test_lm_models import log_probs, random_tokens
+from tests.numerics import assert_computes
 
 
 def exported_transformer_lm(model, args, task):
@@ -50,9 +51,7 @@ def test_exported_transformer_lm_gives_the_log_probabilities_of_the_model(arch, 
     assert not [k for k in plain.config if "ode_" in k or k.startswith("time_")]
     tokens = random_tokens(3, 8)
     expected = log_probs(model, tokens)
-    # c = 8 ulps per layer: y + h·(a + f) against fairseq's (y + h·a) + h·f.
-    tolerance = rounding_tolerance(expected, layers, c=8)
-    torch.testing.assert_close(log_probs(transformer_lm, tokens), expected, atol=tolerance, rtol=0)
+    assert_computes(transformer_lm, lambda: log_probs(transformer_lm, tokens), expected)
 
 
 @pytest.mark.parametrize(

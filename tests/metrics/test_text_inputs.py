@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Tuple
 import pytest
 
 from ode_seq.metrics import bleu, errant_score, m2, rouge
-from ode_seq.text_files import TextInputError, iter_lines, read_lines
+from ode_seq.text_files import TextInputError, decode_lines, iter_lines, read_lines
 
 CLEAN = "der Hund läuft .\nein Satz mit café\nletzte Zeile .\n".encode()
 # Damaged copies of CLEAN that read as CLEAN ...
@@ -53,6 +53,11 @@ def test_undecodable_input_is_refused_naming_file_line_and_byte(tmp_path, damage
     with pytest.raises(TextInputError) as streamed:
         list(iter_lines(io.BytesIO(data), str(path)))
     assert str(streamed.value) == str(raised.value)
+
+
+@pytest.mark.parametrize("data", [b"a\n\nb\n", b"\n", b"a\r\n\r\nb", b"a\n\r", b""])
+def test_a_stream_reads_as_the_whole_file(data):
+    assert list(iter_lines(io.BytesIO(data), "stdin")) == decode_lines(data, "stdin")
 
 
 def test_only_line_feeds_end_lines(tmp_path):

@@ -15,15 +15,18 @@ import io
 import os
 import re
 import resource
+import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List
 
 import pytest
+from fairseq import checkpoint_utils
 
 from ode_seq import output_files
 from ode_seq.fairseq_fixes.save_dir_lock import LOCK_FILE
+from ode_seq.models.in_process import fairseq_trainer
 from ode_seq.output_files import OutputWriteError, out_of_space, write_text_atomically
 from tests.e2e.cli import BIN, ROOT, run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error, tool_env
@@ -150,3 +153,28 @@ def test_a_full_disk_is_named_with_its_free_space_and_what_is_needed(tmp_path, m
     with pytest.raises(OutputWriteError, match=r"could not write .*scores.json: the disk holding .* is full"):
         write_text_atomically(str(tmp_path / "scores.json"), "{}")
     assert os.listdir(tmp_path) == ["scores.json"] and (tmp_path / "scores.json").read_text() == "previous"
+
+
+def test_disk_full_during_the_copy_keeps_checkpoint_last_and_leaves_no_partial_copy(data_bin, tmp_path, monkeypatch):
+    """The copy of a new checkpoint over checkpoint_last.pt fails half-way with ENOSPC."""
+    save = tmp_path / "ckpt"
+    args = [str(data_bin), *RK4_LEARNED, *OPTIMISATION, *QUIET_CPU, "--save-interval-updates", "1"]
+    trainer, epoch = fairseq_trainer([*args, "--save-dir", str(save)])
+    batches = epoch.next_epoch_itr(shuffle=False)
+    trainer.train_step([next(batches)])
+    checkpoint_utils.save_checkpoint(trainer.cfg.checkpoint, trainer, epoch, None)
+    last = (save / "checkpoint_last.pt").read_bytes()
+    trainer.train_step([next(batches)])
+
+    def copy_half_then_fill_the_disk(src, dst, *args, **kwargs):
+        Path(dst).write_bytes(Path(src).read_bytes()[:1000])
+        raise OSError(errno.ENOSPC, "No space left on device", dst)
+
+    monkeypatch.setattr(shutil, "copyfile", copy_half_then_fill_the_disk)
+    with pytest.raises(OutputWriteError) as failed:
+        checkpoint_utils.save_checkpoint(trainer.cfg.checkpoint, trainer, epoch, None)
+    message = str(failed.value)
+    assert "saving the checkpoint of epoch 1 @ 2 updates" in message and f"the disk holding {save} is full" in message
+    assert "the previous checkpoint_last.pt is intact" in message and "this save completed checkpoint_1_2.pt" in message
+    assert (save / "checkpoint_last.pt").read_bytes() == last
+    assert not [name for name in os.listdir(save) if ".tmp" in name]

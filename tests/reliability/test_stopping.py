@@ -187,3 +187,22 @@ def test_quality_study_stopped_while_runs_train_in_parallel_leaves_no_process(bi
     run.wait_until(lambda: sum("bin/fairseq-train" in line for line in run.commands()) == 2, "two trainings ran")
     run.process.send_signal(signal.SIGTERM)
     assert_stopped_cleanly(run, signal.SIGTERM, bible_work)
+
+
+def test_a_gpu_run_part_ends_when_the_run_is_killed(tmp_path):
+    """SIGKILL leaves gpu_run.py no time to stop its part, which runs in a session of its own; the
+    part still ends, by the parent-death signal it asked for."""
+    program = (
+        "import sys; from benchmarks import gpu_run\n"
+        "part = gpu_run.Part('sleeper', 1.0, lambda options, limit: [sys.executable, '-c', "
+        "'import time; time.sleep(310)'])\n"
+        f"gpu_run.run_part(part, gpu_run.Options({str(tmp_path)!r}, '', 'cpu', True), 600.0, sys.stderr)\n"
+    )
+    run = Run([sys.executable, "-c", program], tmp_path / "logs", env=dict(os.environ))
+    run.wait_until(lambda: run.running("-c import time; time.sleep(310)"), "the part ran")
+    run.process.kill()
+    run.process.wait()
+    deadline = time.monotonic() + 10
+    while run.commands() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert run.commands() == []
