@@ -2,7 +2,8 @@
 # Perplexity of a trained language model on a subset (fairseq-eval-lm): the text is cut into blocks
 # of --tokens-per-sample tokens that overlap by --context-window tokens, so every scored token
 # sees at least that many tokens before it (all of them at the start of the text). Writes
-# OUT_DIR/eval-lm.log (fairseq's output) and OUT_DIR/scores.txt, and prints the scores; both are
+# OUT_DIR/eval-lm.log (fairseq's output) and OUT_DIR/scores.txt, and prints the scores, once
+# every token of the subset (each word and each line end) has been scored; both are
 # kept until the checkpoint or a setting changes (then OUT_DIR/run-config.txt refuses the rerun).
 #
 # Usage: evaluate.sh [options] [-- extra fairseq-eval-lm options]
@@ -40,18 +41,22 @@ MODEL_ID="$(content_id "$MODEL")"
 check_run_config "$OUT_DIR" "data-bin=$DATA_ID subset=$SUBSET model=$MODEL_ID tokens-per-sample=$TOKENS_PER_SAMPLE \
 context-window=$CONTEXT_WINDOW max-tokens=$MAX_TOKENS extra=${EXTRA[*]}"
 
+perplexity() {  # perplexity LOG — the perplexity line of LOG, which must have scored every token of SUBSET
+  python "$REPO_ROOT/examples/language_modeling/lm_text.py" perplexity "$1" --subset "$DATA_BIN/$SUBSET"
+}
 LOG="$OUT_DIR/eval-lm.log"
 if run_stage "$LOG" "fairseq-eval-lm"; then
   fairseq-eval-lm "$DATA_BIN" --user-dir "$REPO_ROOT/user_dir" --path "$MODEL" --gen-subset "$SUBSET" \
     --tokens-per-sample "$TOKENS_PER_SAMPLE" --context-window "$CONTEXT_WINDOW" --max-tokens "$MAX_TOKENS" \
     "${DEVICE[@]}" "${EXTRA[@]}" > "$LOG.tmp" 2>&1 \
     || { tail -n 20 "$LOG.tmp" >&2; rm -f "$LOG.tmp"; die "fairseq-eval-lm failed (its last lines are above)"; }
+  perplexity "$LOG.tmp" > /dev/null || { rm -f "$LOG.tmp"; die "fairseq-eval-lm's output has no perplexity of \
+every token of $SUBSET (message above)"; }
   publish "$LOG.tmp" "$LOG"
 fi
 SCORES="$OUT_DIR/scores.txt"
 if run_stage "$SCORES" "scores"; then
-  line="$(python "$REPO_ROOT/examples/language_modeling/lm_text.py" perplexity "$LOG")" \
-    || die "no perplexity in $LOG (message above)"
+  line="$(perplexity "$LOG")" || die "no perplexity of every token of $SUBSET in $LOG (message above)"
   echo "$SUBSET $line, context window $CONTEXT_WINDOW, $(basename "$MODEL")" > "$SCORES.tmp"
   publish "$SCORES.tmp" "$SCORES"
 fi

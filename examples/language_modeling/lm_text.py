@@ -6,7 +6,7 @@
     lm_text.py check-wikitext DIR
     lm_text.py prompts --text FILE --count N --words W > prompts
     lm_text.py with-prompts --prompts FILE < samples > samples
-    lm_text.py perplexity LOG
+    lm_text.py perplexity LOG --subset DATA_BIN/SUBSET
 
 Tokenisation: Moses (sacremoses) with its English rules, without punctuation normalisation,
 dash splitting or escaping: ``God’s Spirit said, “Let there be light.”`` becomes
@@ -102,12 +102,29 @@ def with_prompts(samples: Iterable[str], prompts: Sequence[str]) -> Iterator[str
         yield " ".join(given + sample.split()[len(given) :])
 
 
-def perplexity_line(log: str) -> str:
-    """'perplexity P (L bits per token over N tokens)' from fairseq-eval-lm's log."""
+def subset_tokens(prefix: str) -> int:
+    """Tokens of the binarised subset PREFIX (``DATA_BIN/test``): every line's words and its
+    end-of-line token, the sum of the sizes in its index."""
+    from fairseq.data import data_utils
+
+    dataset = data_utils.load_indexed_dataset(prefix, None)
+    if dataset is None:
+        raise ValueError(f"no binarised subset {prefix} (no {prefix}.idx and .bin)")
+    return int(dataset.sizes.sum())
+
+
+def perplexity_line(log: str, expected_tokens: int) -> str:
+    """'perplexity P (L bits per token over N tokens)' from fairseq-eval-lm's log, which must have
+    scored every one of the subset's ``expected_tokens`` tokens."""
     evaluated, loss = EVALUATED.search(log), LOSS.search(log)
     if not (evaluated and loss):
         raise ValueError("the log has no 'Evaluated N tokens' and 'Loss (base 2): …, Perplexity: …' lines")
     tokens = int(evaluated.group(1).replace(",", ""))
+    if tokens != expected_tokens:
+        raise ValueError(
+            f"fairseq-eval-lm scored {tokens} tokens, but the subset holds {expected_tokens}: "
+            "a perplexity over part of the text is not the subset's"
+        )
     return f"perplexity {float(loss.group(2)):.2f} ({float(loss.group(1)):.4f} bits per token over {tokens} tokens)"
 
 
@@ -127,6 +144,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     restoring.add_argument("--prompts", required=True)
     scoring = commands.add_parser("perplexity", help="the perplexity line of a fairseq-eval-lm log")
     scoring.add_argument("log")
+    scoring.add_argument("--subset", required=True, help="the scored binarised subset, DATA_BIN/SUBSET")
     args = parser.parse_args(argv)
 
     if args.command in ("tokenize", "detokenize"):
@@ -149,7 +167,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print("\n".join(with_prompts(sys.stdin.read().splitlines(), given.read().splitlines())))
             return 0
         with open(args.log, encoding="utf-8") as log:
-            print(perplexity_line(log.read()))
+            print(perplexity_line(log.read(), subset_tokens(args.subset)))
         return 0
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -258,6 +258,19 @@ def test_prompts_are_spread_over_the_lines_that_are_long_enough():
 
 def test_the_perplexity_line_is_read_from_fairseqs_log():
     log = "INFO | Evaluated 29,931 tokens in 3.1s (9655.16 tokens/s)\nINFO | Loss (base 2): 5.3085, Perplexity: 39.64\n"
-    assert lm_text.perplexity_line(log) == "perplexity 39.64 (5.3085 bits per token over 29931 tokens)"
+    assert lm_text.perplexity_line(log, 29931) == "perplexity 39.64 (5.3085 bits per token over 29931 tokens)"
     with pytest.raises(ValueError, match="no 'Evaluated N tokens'"):
-        lm_text.perplexity_line("Loss (base 2): 5.3085, Perplexity: 39.64")
+        lm_text.perplexity_line("Loss (base 2): 5.3085, Perplexity: 39.64", 29931)
+
+
+def test_a_perplexity_over_part_of_the_subset_is_refused():
+    log = "INFO | Evaluated 29,000 tokens in 3.1s (9655.16 tokens/s)\nINFO | Loss (base 2): 5.3085, Perplexity: 39.64\n"
+    with pytest.raises(ValueError, match="scored 29000 tokens, but the subset holds 29931"):
+        lm_text.perplexity_line(log, 29931)
+
+
+def test_the_subset_tokens_are_its_words_and_line_ends(demo):
+    words = len((demo[0] / "tok" / "test.txt").read_text(encoding="utf-8").split())
+    assert lm_text.subset_tokens(str(demo[0] / "data-bin" / "test")) == words + LINES["test"]
+    with pytest.raises(ValueError, match="no binarised subset"):
+        lm_text.subset_tokens(str(demo[0] / "data-bin" / "missing"))
