@@ -88,21 +88,14 @@ class Sampling(Workload):
     def __init__(
         self, model: nn.Module, dictionary: Dictionary, prompts: Tensor, new: int, context: RunContext
     ) -> None:
-        self.model = model
-        self.prompts = prompts
-        self.context = context
         length = prompts.size(1) + new
+        sampling = search.Sampling(dictionary, sampling_topk=TOP_K)
         self.generator = SequenceGenerator(
-            [model],
-            dictionary,
-            beam_size=1,
-            max_len_a=0,
-            max_len_b=length,
-            min_len=length,
-            search_strategy=search.Sampling(dictionary, sampling_topk=TOP_K),
+            [model], dictionary, beam_size=1, max_len_a=0, max_len_b=length, min_len=length, search_strategy=sampling
         )
         lengths = torch.full((prompts.size(0),), prompts.size(1), device=prompts.device)
         self.sample = {"net_input": {"src_tokens": prompts, "src_lengths": lengths}}
+        self.model, self.prompts, self.context = model, prompts, context
 
     def prepare(self) -> None:
         self.model.eval()

@@ -12,6 +12,7 @@ CORPUS_DIR = os.path.join(ROOT, "examples", "translation", "data")
 DEFAULT_SECTIONS = ("training", "rk-overhead", "generation", "decoder-step")
 LM_SECTIONS = ("lm-training", "lm-generation")
 SECTIONS = DEFAULT_SECTIONS + ("compile",) + LM_SECTIONS
+NOT_POSITIVE = ("vocab", "warmup", "seed")  # the whole-number settings that may be 0 (vocab: >= 16)
 
 
 @dataclass(frozen=True)
@@ -149,26 +150,9 @@ def _validate(settings: Settings, parser: argparse.ArgumentParser) -> None:
     short, long = settings.step_prefixes
     if not 0 < short < long:
         problems.append(f"--step-prefixes needs 0 < SHORT < LONG, got {short} {long}")
-    for name in (
-        "embed_dim",
-        "layers",
-        "rk_blocks",
-        "source_len",
-        "batch_tokens",
-        "rounds",
-        "gen_sentences",
-        "gen_max_len",
-        "beam",
-        "step_sentences",
-        "threads",
-        "train_iters",
-        "gen_iters",
-        "step_iters",
-        "lm_sample_len",
-        "lm_prompt_len",
-    ):
-        if getattr(settings, name) < 1:
-            problems.append(f"--{name.replace('_', '-')} must be >= 1")
+    for f in fields(Settings):
+        if f.name not in NOT_POSITIVE and f.type == "int" and getattr(settings, f.name) < 1:
+            problems.append(f"--{f.name.replace('_', '-')} must be >= 1")
     if settings.vocab < 16:
         problems.append("--vocab must be >= 16")
     if problems:
