@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from benchmarks.measure import median_ratio, peak_extra_bytes
+from benchmarks.settings import parse_settings
 from tests.e2e.cli import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -128,3 +129,10 @@ def test_lm_sections_compare_ode_lms_with_transformer_lm_at_the_same_layer_evalu
     assert training == expected and len(rows) == len(expected) + 4
     generation = [r["comparison"] for r in rows if r["section"] == "lm-generation"]
     assert generation == [f"{ode} / transformer_lm {layers}L" for ode, layers in same_evaluations]
+
+
+def test_a_size_below_one_is_refused_naming_its_flag(capsys):
+    with pytest.raises(SystemExit):
+        parse_settings(["--smoke", "--lm-prompt-len", "0", "--rounds", "0", "--warmup", "0", "--seed", "0"])
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.endswith("error: --lm-prompt-len must be >= 1; --rounds must be >= 1")
