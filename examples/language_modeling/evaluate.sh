@@ -35,8 +35,8 @@ DEVICE=()
 [[ "$GPUS" -gt 0 ]] || DEVICE=(--cpu)
 require_file "$DATA_BIN/dict.txt" "run examples/language_modeling/prepare.sh first (or pass --data-bin)"
 require_file "$MODEL" "train a model into $CHECKPOINT_DIR first (examples/language_modeling/train.sh)"
+DATA_ID="$(data_bin_id "$DATA_BIN" "$SUBSET")"
 lock_dir "$OUT_DIR"
-DATA_ID="$(content_id "$DATA_BIN/dict.txt" "$DATA_BIN/$SUBSET".*)"
 MODEL_ID="$(content_id "$MODEL")"
 check_run_config "$OUT_DIR" "data-bin=$DATA_ID subset=$SUBSET model=$MODEL_ID tokens-per-sample=$TOKENS_PER_SAMPLE \
 context-window=$CONTEXT_WINDOW max-tokens=$MAX_TOKENS extra=${EXTRA[*]}"

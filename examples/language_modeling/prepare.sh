@@ -39,16 +39,18 @@ else
     || usage_error "--train-lines/--valid-lines/--test-lines take verses of the bible corpus only"
 fi
 WIKITEXT_MD5=9ddaacaf6af0710eda8c456decff7832  # wikitext-103-v1.zip (the value torchtext checks)
+if [[ "$CORPUS" == bible ]]; then
+  for split in train valid test; do
+    require_file "$CORPUS_DIR/$split.tsv.gz" \
+      "rebuild it with examples/translation/build_bible_corpus.py or pass --corpus-dir"
+  done
+fi
 use_project_python
 lock_dir "$WORK_DIR"
 
 # 1. The text: bible verses Moses-tokenised into tok/; WikiText's files as they are.
 if [[ "$CORPUS" == bible ]]; then
   declare -A LINES=([train]=$TRAIN_LINES [valid]=$VALID_LINES [test]=$TEST_LINES)
-  for split in train valid test; do
-    require_file "$CORPUS_DIR/$split.tsv.gz" \
-      "rebuild it with examples/translation/build_bible_corpus.py or pass --corpus-dir"
-  done
   DATA_ID="$(content_id "$CORPUS_DIR"/{train,valid,test}.tsv.gz)"
   check_run_config "$WORK_DIR" "corpus=bible data=$DATA_ID lines=$TRAIN_LINES/$VALID_LINES/$TEST_LINES threshold=$THRESHOLD"
   if run_stage "$WORK_DIR/raw" "verse extraction"; then

@@ -79,7 +79,7 @@ RECIPE_OPTIONS=(--arch "$ARCH" "${MODEL[@]}" --decoder-normalize-before --share-
   --update-freq "$UPDATE_FREQ" --optimizer adam --adam-betas '(0.9, 0.98)' --weight-decay 0.01 --clip-norm 0.0
   --lr "$LR" --warmup-updates "$WARMUP" "${SCHEDULER[@]}" --dropout "$DROPOUT" --seed "$SEED"
   $(train_device_options "$GPUS" "$FP16"))
-DATA_ID="$(content_id "$DATA_BIN/dict.txt" "$DATA_BIN"/train.*)"
+DATA_ID="$(data_bin_id "$DATA_BIN" train)"
 check_run_config "$SAVE_DIR" "data-bin=$DATA_ID ${RECIPE_OPTIONS[*]} extra=${EXTRA[*]}"
 
 # One progress line per 50 updates (per tenth of a shorter budget).

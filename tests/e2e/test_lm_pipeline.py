@@ -155,6 +155,16 @@ def test_a_rerun_with_another_recipe_is_refused_and_the_run_kept(demo):
     assert checkpoint.stat().st_mtime_ns == before
 
 
+def test_a_subset_that_was_not_binarised_is_named_before_anything_is_written(demo, tmp_path):
+    out = tmp_path / "eval"
+    result = run_script(
+        "evaluate.sh", "--work-dir", str(demo[0]), "--subset", "dev", "--out-dir", str(out), "--gpus", "0"
+    )
+    assert result.returncode == 1
+    assert f"{demo[0] / 'data-bin'} holds no binarised subset 'dev'" in result.stderr
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     "script, args, message",
     [

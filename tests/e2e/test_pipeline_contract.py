@@ -253,8 +253,9 @@ def test_an_unreadable_input_stops_the_script_before_its_settings_are_recorded(t
     assert "recorded" not in result.stdout
 
 
-def test_a_data_bin_without_the_subset_is_named(tmp_path):
-    (tmp_path / "dict.en.txt").write_text("a 1\n")
+@pytest.mark.parametrize("dictionary", ["dict.en.txt", "dict.txt"])  # a translation's, a language model's
+def test_a_data_bin_without_the_subset_is_named(tmp_path, dictionary):
+    (tmp_path / dictionary).write_text("a 1\n")
     (tmp_path / "valid.en-es.en.bin").write_bytes(b"\0")
     assert lib_call(f"data_bin_id {tmp_path} valid").returncode == 0
     result = lib_call(f"data_bin_id {tmp_path} test")
