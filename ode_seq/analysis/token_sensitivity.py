@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from ode_seq.layers.blocks import ODEBlock
 from ode_seq.layers.layer_history import HistoryBlock
-from ode_seq.solvers import FixedGridSolver
+from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 
 from .layer_weights import stack_layers
 from .lyapunov import TokenLyapunov, token_lyapunov_exponents
@@ -109,6 +109,14 @@ def stack_sensitivity(
             skipped=(
                 "layer history (DLCL): a block's input mixes all previous outputs, so the state is "
                 "not one block's output and the per-block QR propagation does not apply"
+            ),
+        )
+    if any(isinstance(getattr(m, "solver", None), PredictorCorrectorSolver) for m in stack.modules()):
+        return StackSensitivity(
+            tokens,
+            skipped=(
+                "predictor-corrector steps (--*-ode-corrector): a step reads the history of earlier "
+                "steps, so the state is not one block's output and the per-block QR propagation does not apply"
             ),
         )
     if not calls:

@@ -121,7 +121,8 @@ class _BlockObserver(SolveObserver):
             return np.zeros(0)
         combiner, stages = self.block.combiner, self.solver.tableau.stages
         ks = [k for _, _, _, _, k in self.evaluations]
-        per_step = [combiner.weights(ks[i : i + stages]) for i in range(0, len(ks), stages)]
+        every = self.solver.evaluations_per_step  # a corrector's evaluation follows a step's stages
+        per_step = [combiner.weights(ks[i : i + stages]) for i in range(0, len(ks), every)]
         if per_step[0].dim() == 3:
             return torch.cat([w[keep] for w in per_step]).detach().cpu().float().numpy()
         return per_step[0].detach().cpu().float().numpy()
@@ -138,7 +139,7 @@ class _BlockObserver(SolveObserver):
                 method=solver.method,
                 coefficients=coefficient_kind(self.block),
                 steps=None if adaptive else solver.steps,
-                stages=solver.scheme.evaluations_per_step if adaptive else solver.tableau.stages,
+                stages=solver.scheme.evaluations_per_step if adaptive else solver.evaluations_per_step,
                 step_size=None if adaptive else solver.step_size,
                 end_time=self.start + solver.interval,
                 stage_times=[t for _, _, t, _, _ in self.evaluations],

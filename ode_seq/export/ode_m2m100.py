@@ -17,7 +17,7 @@ from typing import Any, Dict
 
 from ode_seq.layers.layer_history import HistoryBlock
 from ode_seq.models import ODETransformerModel
-from ode_seq.solvers import FixedGridSolver
+from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 
 from . import m2m100
 from .plain import NotRepresentable, PlainTransformer, stack_layers, stack_sizes, transformer_config
@@ -67,6 +67,10 @@ def stack_options(model: ODETransformerModel, side: str) -> Dict[str, Any]:
             raise NotRepresentable(f"--{side}-layer-history: the remote code has no layer history")
         if block.relative_positions:
             raise NotRepresentable(f"--{side}-relative-positions: M2M100's attention has absolute positions only")
+        if isinstance(block.solver, PredictorCorrectorSolver):
+            raise NotRepresentable(
+                f"--{side}-ode-corrector {block.solver.form}: the remote code has no predictor-corrector steps"
+            )
         if not isinstance(block.solver, FixedGridSolver):
             raise NotRepresentable(
                 f"--{side}-ode-method {block.solver.method}: the remote code runs fixed-grid methods only"

@@ -36,7 +36,7 @@ from ode_seq.layers.layer_history import HistoryBlock
 from ode_seq.models import LoRATransformerModel, ODETransformerLanguageModel, ODETransformerModel
 from ode_seq.models.lora import merge_adapters
 from ode_seq.models.ode_transformer import ODEModel
-from ode_seq.solvers import FixedGridSolver
+from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 
 SCALED_BY_STEP = ("self_attn.out_proj.", "encoder_attn.out_proj.", "fc2.")
 PLAIN_KINDS = ("standard", "time-dependent")
@@ -73,6 +73,11 @@ def _check_block(block: nn.Module, side: str, arch: str) -> ODEBlock:
             "self-attention have absolute positions only"
         )
     solver = block.solver
+    if isinstance(solver, PredictorCorrectorSolver):
+        raise NotRepresentable(
+            f"the {arch} model's {side} corrects every step (--{side}-ode-corrector {solver.form}): "
+            "a Transformer layer has no corrector evaluation or history: keep the ODE model"
+        )
     if not isinstance(solver, FixedGridSolver) or solver.tableau.stages != 1:
         raise NotRepresentable(
             f"the {arch} model's {side} integrates with {solver.method} (--{side}-ode-method): only "

@@ -61,7 +61,8 @@ class BlockSpec:
     """What makes a Runge–Kutta block besides fairseq's layer configuration.
 
     ``solver``: how the block integrates (a fixed-grid solver's ``combine`` module, if any,
-    becomes the block's ``combiner``); ``field_form``: see :mod:`.fields`;
+    becomes the block's ``combiner``, a predictor-corrector's multistep weights its
+    ``corrector``); ``field_form``: see :mod:`.fields`;
     ``relative_positions``: Shaw keys clipped at ±K (0 = off); ``check_finite``: report a
     non-finite stage output; ``name``: how messages call the block; ``options``: the layer kind's
     options (an instance of its ``options_class``); ``scope``: ``block`` (one Runge–Kutta update
@@ -139,6 +140,9 @@ class ODEBlock(LayerKind):
         combine = getattr(spec.solver, "combine", None)
         if isinstance(combine, nn.Module):
             self.combiner = combine
+        corrector = getattr(spec.solver, "corrector", None)
+        if corrector is not None:
+            self.corrector = corrector
         self._observers: Dict[int, SolveObserver] = collections.OrderedDict()
         if spec.check_finite:
             self.register_observer(FiniteCheck(spec.name, spec.solver.method))
@@ -287,7 +291,7 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
             self,
             incremental_state,
             self.solver.steps,
-            self.solver.tableau.stages,
+            self.solver.evaluations_per_step,
             self.self_attn,
             self.encoder_attn,
             new_order,

@@ -35,6 +35,10 @@ class LayerKind:
         """Refuse a method the kind cannot integrate (ValueError naming the option)."""
 
     @classmethod
+    def check_corrector(cls, side: str, corrector: str) -> None:
+        """Refuse a predictor-corrector form the kind cannot integrate (ValueError naming the option)."""
+
+    @classmethod
     def solver_nodes(cls, tableau: ButcherTableau) -> Optional[Tuple[float, ...]]:
         """The times c_i at which stages evaluate the field, if not the tableau's."""
         return None

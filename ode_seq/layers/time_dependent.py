@@ -89,7 +89,7 @@ class TimeDependentLayer(LayerKind):
 
     def finish_layer(self, cfg: Any) -> None:
         time: TimeConfig = self.spec.options
-        own = [(n, p) for n, p in self.named_parameters() if not n.startswith("combiner.")]
+        own = [(n, p) for n, p in self.named_parameters() if not n.startswith(("combiner.", "corrector."))]
         template = nn.Module()
         for name, p in own:
             module, leaf = _owner(template, name, create=True)

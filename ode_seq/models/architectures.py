@@ -34,6 +34,11 @@ SIZES: Dict[str, Dict[str, Any]] = {
 }
 
 RPR_8 = dict(encoder_relative_positions=8, decoder_relative_positions=8)
+# PCformer (Li et al., 2024) as its Figure 1 draws it: an RK4 predictor with EMA weights and the
+# 4-step multistep corrector (M = 3) in the encoder; the decoder stays Euler, as in ODE
+# Transformer's WMT systems and PCformer's public code. The WMT sizes are those of the ODE
+# Transformer system the paper compares with (big 12-6, relative positions ±8).
+PCFORMER = dict(encoder_ode_method="rk4", ode_coefficients="ema", encoder_ode_corrector="multistep")
 
 ARCHITECTURES: Dict[str, tuple] = {
     "ode_transformer_euler": ("base", dict()),
@@ -64,6 +69,11 @@ ARCHITECTURES: Dict[str, tuple] = {
         "big_e12",
         dict(encoder_ode_method="heun", ode_coefficients="learned", **RPR_8),
     ),
+    "pcformer_small": ("small", PCFORMER),
+    "pcformer_wmt_en_de_big": ("big_e12", dict(PCFORMER, **RPR_8)),
+    "pcformer_wmt_en_fr_big": ("big_e12", dict(PCFORMER, **RPR_8)),
+    # The public code's corrector: F at a DLCL mix of normalised states, output another mix.
+    "pcformer_dlcl_wmt_en_de_big": ("big_e12", dict(PCFORMER, encoder_ode_corrector="dlcl", **RPR_8)),
 }
 
 

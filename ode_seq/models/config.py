@@ -19,7 +19,7 @@ from ode_seq.layers.kind import LayerKind
 from ode_seq.layers.layer_history import HISTORY_TYPES
 from ode_seq.layers.sublayers import SCOPES
 from ode_seq.options import SIDES, check_choice, choices_of, flag, option, option_name, read_options
-from ode_seq.solvers import ADAPTIVE_METHODS, COEFFICIENT_MODES, TABLEAUS, ButcherTableau, get_tableau
+from ode_seq.solvers import ADAPTIVE_METHODS, COEFFICIENT_MODES, CORRECTORS, TABLEAUS, ButcherTableau, get_tableau
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,11 @@ logger = logging.getLogger(__name__)
 def stack_methods(side: str) -> Tuple[str, ...]:
     """Fixed-grid methods everywhere; adaptive ones only in the encoder (never a causal decoder)."""
     return tuple(TABLEAUS) + (tuple(ADAPTIVE_METHODS) if side == "encoder" else ())
+
+
+def stack_correctors(side: str) -> Tuple[str, ...]:
+    """The public code's DLCL corrector exists for its encoder only."""
+    return CORRECTORS if side == "encoder" else tuple(c for c in CORRECTORS if c != "dlcl")
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,20 @@ class StackOptions:
     layer_history: str = option("none", "DLCL aggregation of previous {side} block outputs", choices=HISTORY_TYPES)
     relative_positions: int = option(
         0, "Shaw relative position keys clipped at +-K in {side} self-attention (0 = off)", metavar="K"
+    )
+    ode_corrector: str = option(
+        "none",
+        "PCformer's corrector after the predictor (the {side} method, weighted by --ode-coefficients) "
+        "of each step: none; multistep (paper: y' = y + alpha F(P) + sum_j beta_j k1 of this and the "
+        "M previous steps of the stack); dlcl (public code, encoder only: F at a DLCL mix of "
+        "normalised states, output another mix)",
+        choices=stack_correctors,
+    )
+    ode_corrector_history: int = option(
+        3,
+        "M, the earlier steps whose first-stage values the {side} multistep corrector reads (3: "
+        "the 4-step corrector of PCformer's Figure 1)",
+        metavar="M",
     )
 
     @property
@@ -121,6 +140,39 @@ class StackOptions:
                 f"read: pass --{side}-layerdrop 0 or --{side}-layer-history none"
             )
         kind.check_method(side, self.ode_method, self.adaptive)
+        if self.ode_corrector != "none":
+            self.validate_corrector(side, layers, ode, kind)
+
+    def validate_corrector(self, side: str, layers: Any, ode: "ODEOptions", kind: Type[LayerKind]) -> None:
+        """What a predictor-corrector stack needs: a fixed grid, whole-block steps, every block run
+        in order once per pass (the history starts at the first block)."""
+        check_choice(f"--{side}-ode-corrector", self.ode_corrector, stack_correctors(side))
+        corrector = f"--{side}-ode-corrector {self.ode_corrector}"
+        if self.adaptive:
+            raise ValueError(
+                f"{corrector} corrects fixed-grid steps; adaptive --{side}-ode-method {self.ode_method} "
+                "has none: choose a predictor such as heun or rk4"
+            )
+        if ode.scope != "block":
+            raise ValueError(f"{corrector} corrects whole-block steps: pass --ode-scope block")
+        if layers.layerdrop > 0:
+            raise ValueError(
+                f"{corrector} reads a history of every earlier step of the stack, which "
+                f"--{side}-layerdrop {layers.layerdrop} would drop: pass --{side}-layerdrop 0"
+            )
+        if self.ode_corrector_history < 0:
+            raise ValueError(f"--{side}-ode-corrector-history must be >= 0, got {self.ode_corrector_history}")
+        if self.ode_corrector == "dlcl":
+            if self.steps != 1 or self.share_group_size != 1 or self.layer_history != "none":
+                raise ValueError(
+                    f"{corrector} mixes one state per layer, as the public code: pass "
+                    f"--{side}-share-group-size 1, --{side}-ode-steps 1 and --{side}-layer-history none"
+                )
+            if not layers.normalize_before:
+                raise ValueError(
+                    f"{corrector} mixes normalised states of a pre-norm stack: pass --{side}-normalize-before"
+                )
+        kind.check_corrector(side, self.ode_corrector)
 
 
 @dataclass(frozen=True)
@@ -276,6 +328,13 @@ class ModelOptions:
         self.ode.validate()
         for side in sides:
             self.stack(side).validate(side, getattr(cfg, side), self.ode, kind)
+        correctors = [f"--{side}-ode-corrector" for side in sides if self.stack(side).ode_corrector != "none"]
+        if correctors and cfg.checkpoint_activations:
+            raise ValueError(
+                f"{' and '.join(correctors)}: a corrector reads the history of the stack's earlier "
+                "steps, which --checkpoint-activations would recompute out of order in the backward "
+                "pass: use --ode-checkpoint-stages instead"
+            )
         if self.ode.checkpoint_stages and cfg.checkpoint_activations:
             raise ValueError(
                 "--ode-checkpoint-stages and --checkpoint-activations both checkpoint ODE blocks: "

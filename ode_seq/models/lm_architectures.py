@@ -64,6 +64,11 @@ LM_SETTINGS: Dict[str, tuple] = {
     "rk4": ("ode_transformer_lm", dict(decoder_ode_method="rk4")),
     "parallel": ("ode_transformer_lm", dict(ode_field="parallel-branch")),
     "nonauto": ("ode_transformer_lm_nonauto", dict()),
+    # PCformer (Li et al., 2024): RK4 predictor with EMA weights, multistep corrector (M = 3).
+    "pcformer": (
+        "ode_transformer_lm",
+        dict(decoder_ode_method="rk4", ode_coefficients="ema", decoder_ode_corrector="multistep"),
+    ),
 }
 
 # Architecture name: (setting, size).
@@ -72,6 +77,7 @@ LM_ARCHITECTURES: Dict[str, tuple] = {
     **{f"ode_transformer_lm_{s}_{size}": (s, size) for size in ("gpt2_tiny", "gpt2_small") for s in LM_SETTINGS},
     "ode_transformer_lm_euler_wiki103": ("euler", "wiki103"),
     "ode_transformer_lm_rk2_learned_wiki103": ("rk2_learned", "wiki103"),
+    "ode_transformer_lm_pcformer_wiki103": ("pcformer", "wiki103"),
 }
 
 

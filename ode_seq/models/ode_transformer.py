@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from ode_seq.layers import LAYER_KINDS
 from ode_seq.layers.blocks import BlockClasses
 from ode_seq.options import SIDES, add_arguments
-from ode_seq.solvers import EMAWeights, FreeWeights, StageGate
+from ode_seq.solvers import EMAWeights, FreeWeights, MultistepCorrector, StageGate, StateHistory
 
 from .config import ModelOptions, ODEOptions, StackOptions
 from .stacks import ODETransformerDecoder, ODETransformerEncoder
@@ -26,7 +26,8 @@ logger = logging.getLogger(__name__)
 
 PARAMETER_OPTIONS = (
     "--ode-coefficients, --encoder-layers/--decoder-layers, --*-share-group-size, "
-    "--*-layer-history, --*-relative-positions, embedding and FFN sizes, the --time-* options"
+    "--*-layer-history, --*-relative-positions, --*-ode-corrector and --*-ode-corrector-history, "
+    "embedding and FFN sizes, the --time-* options"
 )
 
 
@@ -62,8 +63,9 @@ def parameter_mismatch(model: Dict[str, Tensor], checkpoint: Dict[str, Tensor]) 
     )
 
 
-# The modules holding a block's trainable output weights (--ode-coefficients other than fixed).
-COEFFICIENT_MODULES = (StageGate, FreeWeights, EMAWeights)
+# The modules holding a block's trainable output weights (--ode-coefficients other than fixed)
+# and a stack's corrector weights (--*-ode-corrector).
+COEFFICIENT_MODULES = (StageGate, FreeWeights, EMAWeights, MultistepCorrector, StateHistory)
 
 
 def coefficient_parameters(model: nn.Module, prefix: str) -> Dict[str, Tensor]:

@@ -4,12 +4,13 @@ fairseq builds a stack's layers through its ``build_encoder_layer`` / ``build_de
 hooks; here both hand the work to a :class:`BlockBuilder`, which builds every block of the stack
 the same way. A weight-shared group of k layers is one block over [0, k], so the stack is given
 ``layers / k`` blocks; with a layer history (DLCL) the blocks are wrapped after fairseq built them.
+A predictor-corrector stack's blocks share one history, which its first block starts.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase
@@ -18,7 +19,17 @@ from torch import nn
 
 from ode_seq.layers.blocks import BlockClasses, BlockSpec
 from ode_seq.layers.layer_history import HistoryBlock, LayerHistory
-from ode_seq.solvers import AdaptiveSolver, ButcherTableau, FixedGridSolver, Solver, build_combiner
+from ode_seq.solvers import (
+    AdaptiveSolver,
+    ButcherTableau,
+    FirstStageHistory,
+    FixedGridSolver,
+    MultistepCorrector,
+    PredictorCorrectorSolver,
+    Solver,
+    StateHistory,
+    build_combiner,
+)
 
 from .config import ModelOptions
 
@@ -33,7 +44,8 @@ def _wrap(block: nn.Module, cfg: Any) -> nn.Module:
 
 class BlockBuilder:
     """Builds the blocks of one stack: one solver setting, an output combination per block (one
-    gate for the whole stack with ``learned-shared``), names in build order."""
+    gate for the whole stack with ``learned-shared``), names in build order; with a corrector,
+    the history its blocks share (``states``: the public code's, a module the stack registers)."""
 
     def __init__(self, side: str, options: ModelOptions, classes: BlockClasses) -> None:
         self.side = side
@@ -44,6 +56,8 @@ class BlockBuilder:
         self.block_class = classes.for_side(side)
         self.built = 0
         self.shared_gate: Optional[nn.Module] = None
+        self.first_stages = FirstStageHistory()
+        self.states: Optional[StateHistory] = None
 
     def combiner(self, tableau: ButcherTableau, embed_dim: int) -> nn.Module:
         """Coefficients act on multi-stage methods; a one-stage (Euler) stack is a plain stack."""
@@ -54,24 +68,36 @@ class BlockBuilder:
             self.shared_gate = build_combiner(mode, tableau, embed_dim)
         return self.shared_gate
 
-    def solver(self, embed_dim: int) -> Solver:
+    def corrector(self, layers: Any) -> Dict[str, Any]:
+        """The corrector's arguments of a :class:`PredictorCorrectorSolver` (``layers``: fairseq's
+        config of the stack's layers)."""
+        if self.stack.ode_corrector == "multistep":
+            corrector = MultistepCorrector(self.stack.ode_corrector_history)
+            return dict(corrector=corrector, history=self.first_stages, starts_history=self.built == 0)
+        if self.states is None:
+            self.states = StateHistory(layers.layers, layers.embed_dim)
+        return dict(states=self.states, starts_history=self.built == 0)
+
+    def solver(self, layers: Any) -> Solver:
         stack, ode = self.stack, self.ode
         interval = float(stack.share_group_size)
         if stack.adaptive:
             return AdaptiveSolver(stack.ode_method, ode.rtol, ode.atol, ode.min_step, interval, ode.max_evaluations)
         tableau = stack.tableau
-        return FixedGridSolver(
-            tableau,
+        grid = dict(
             steps=stack.steps,
             interval=interval,
-            combine=self.combiner(tableau, embed_dim),
+            combine=self.combiner(tableau, layers.embed_dim),
             checkpoint_stages=ode.checkpoint_stages,
             nodes=self.kind.solver_nodes(tableau),
         )
+        if stack.ode_corrector == "none":
+            return FixedGridSolver(tableau, **grid)
+        return PredictorCorrectorSolver(tableau, **grid, **self.corrector(layers))
 
     def build(self, cfg: Any, **layer_options: Any) -> nn.Module:
         spec = BlockSpec(
-            self.solver(getattr(cfg, self.side).embed_dim),
+            self.solver(getattr(cfg, self.side)),
             field_form=self.ode.field,
             scope=self.ode.scope,
             relative_positions=self.stack.relative_positions,
@@ -98,7 +124,10 @@ class ODEStack:
         getattr(grouped, self.side).layers //= self.ode.share_group_size
         return grouped
 
-    def _wrap_history(self, cfg: Any) -> None:
+    def _finish_stack(self, cfg: Any) -> None:
+        """Register the corrector's state history (public-code form), wrap the layer history."""
+        if self.builder.states is not None:
+            self.corrector_states = self.builder.states
         if self.ode.layer_history == "none":
             return
         blocks = list(self.layers)
@@ -119,7 +148,7 @@ class ODETransformerEncoder(ODEStack, TransformerEncoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, options: ModelOptions, classes: BlockClasses) -> None:
         cfg = self._grouped(cfg, options, classes)
         super().__init__(cfg, dictionary, embed_tokens)
-        self._wrap_history(cfg)
+        self._finish_stack(cfg)
 
     def build_encoder_layer(self, cfg):
         return self.builder.build(cfg)
@@ -141,7 +170,7 @@ class ODETransformerDecoder(ODEStack, TransformerDecoderBase):
     ) -> None:
         cfg = self._grouped(cfg, options, classes)
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
-        self._wrap_history(cfg)
+        self._finish_stack(cfg)
 
     def build_decoder_layer(self, cfg, no_encoder_attn: bool = False):
         return self.builder.build(cfg, no_encoder_attn=no_encoder_attn)

@@ -70,7 +70,7 @@ def weighted_sum(weights: Sequence[float], ks: Sequence[Tensor]) -> Optional[Ten
     return total
 
 
-def _advance(y: Tensor, increment: Optional[Tensor], h: float) -> Tensor:
+def advance(y: Tensor, increment: Optional[Tensor], h: float) -> Tensor:
     """y + h·increment (y itself when there is no increment)."""
     if increment is None:
         return y
@@ -107,24 +107,37 @@ class FixedGridSolver:
         c = self.nodes if self.nodes is not None else self.tableau.c
         return (step + c[stage]) * self.step_size
 
+    @property
+    def evaluations_per_step(self) -> int:
+        """Field evaluations of one step (of each part of a split field): its stages."""
+        return self.tableau.stages
+
+    def evaluate(
+        self, field: VectorField, t: float, z: Tensor, step: int, stage: int, observer: Optional[SolveObserver]
+    ) -> Tensor:
+        """k = F(t, z) as evaluation ``stage`` of step ``step`` (recomputed in the backward pass
+        with ``checkpoint_stages``), told to ``observer``."""
+        if self.checkpoint_stages and torch.is_grad_enabled():
+            k = checkpoint(field, t, z, step, stage, use_reentrant=False)
+        else:
+            k = field(t, z, step, stage)
+        if observer is not None:
+            observer.stage_evaluated(step, stage, t, z, k)
+        return k
+
     def stage_values(
         self, field: VectorField, y: Tensor, step: int, observer: Optional[SolveObserver] = None
     ) -> List[Tensor]:
         """k_1 … k_s of step ``step`` from y = y_n."""
-        h = self.step_size
-        checkpointed = self.checkpoint_stages and torch.is_grad_enabled()
         ks: List[Tensor] = []
         for i, row in enumerate(self.tableau.a):
-            z = _advance(y, weighted_sum(row, ks), h)
-            t = self.stage_time(step, i)
-            if checkpointed:
-                k = checkpoint(field, t, z, step, i, use_reentrant=False)
-            else:
-                k = field(t, z, step, i)
-            if observer is not None:
-                observer.stage_evaluated(step, i, t, z, k)
-            ks.append(k)
+            z = advance(y, weighted_sum(row, ks), self.step_size)
+            ks.append(self.evaluate(field, self.stage_time(step, i), z, step, i, observer))
         return ks
+
+    def increment(self, ks: Sequence[Tensor]) -> Optional[Tensor]:
+        """Σ_i w_i k_i: ``combine``'s, or the tableau's b."""
+        return self.combine(ks) if self.combine is not None else weighted_sum(self.tableau.b, ks)
 
     def step(
         self,
@@ -140,9 +153,7 @@ class FixedGridSolver:
                 offset = None if observer is None else _StageOffset(observer, m * stages)
                 y = self.step(part, y, step, offset)
             return y
-        ks = self.stage_values(field, y, step, observer)
-        increment = self.combine(ks) if self.combine is not None else weighted_sum(self.tableau.b, ks)
-        return _advance(y, increment, self.step_size)
+        return advance(y, self.increment(self.stage_values(field, y, step, observer)), self.step_size)
 
     def solve(
         self,

@@ -9,7 +9,7 @@ import torch
 
 from ode_seq.analysis.layer_weights import stack_weights
 from ode_seq.analysis.spectra import FeedForwardWeights, feed_forward_eigenvalues, layer_spectra
-from ode_seq.analysis.token_sensitivity import capture_block_calls, sentence_sensitivity, step_maps
+from ode_seq.analysis.token_sensitivity import capture_block_calls, sentence_sensitivity, stack_sensitivity, step_maps
 from ode_seq.analysis.trajectories import record_trajectories
 from tests.conftest import build_model, random_batch
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, assert_rows_sum_to_one
@@ -135,3 +135,9 @@ def test_non_autonomous_lyapunov_maps_are_the_solver_steps(task):
             for step, _ in step_maps(*call):
                 x = step(x)
     assert_equal_up_to_rounding(x, expected, evaluations.count)
+
+
+def test_token_sensitivity_skips_predictor_corrector_stacks_naming_the_history(task):
+    model = build_model("pcformer_small", task, encoder_ode_method="heun")
+    skipped = stack_sensitivity(model.encoder, [], ["w1"], None).skipped
+    assert skipped and "--*-ode-corrector" in skipped and "history of earlier steps" in skipped

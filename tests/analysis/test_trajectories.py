@@ -89,3 +89,11 @@ def test_ema_weights_give_one_minus_power_of_one_minus_beta_as_effective_step_si
     assert stats["coefficients"] == "ema"
     assert stats["mean_weights"] == pytest.approx([1 / 16, 1 / 8, 1 / 4, 1 / 2])
     assert stats["effective_step_size"] == pytest.approx(0.9375)
+
+
+def test_predictor_corrector_blocks_record_the_corrector_after_the_predictor_stages_and_the_ema_weights(task):
+    model = build_model("pcformer_small", task, encoder_ode_method="heun", encoder_layers=2).eval()
+    first, second = record_trajectories(model, _net_input(task), task.source_dictionary.pad())["encoder"]
+    assert first.stage_times == [0.0, 1.0, 1.0] and first.stage_indices == [0, 1, 2]  # k_1, k_2, F(P)
+    assert second.stage_times == [1.0, 2.0, 2.0] and first.stages == 3
+    assert first.statistics()["mean_weights"] == pytest.approx([0.25, 0.5])  # EMA at β = 0.5

@@ -123,3 +123,10 @@ def test_adaptive_encoders_are_refused_naming_the_option(tmp_path):
     )
     with pytest.raises(NotRepresentable, match=r"--encoder-ode-method dopri5"):
         save(model, args, task.source_dictionary, task.target_dictionary, None, str(tmp_path / "hf"))
+
+
+def test_predictor_corrector_encoders_are_refused_naming_the_option(tmp_path):
+    task = TinyTask()
+    model, args = model_and_args("pcformer_small", task, **SHARED)
+    with pytest.raises(NotRepresentable, match=r"--encoder-ode-corrector multistep"):
+        save(model, args, task.source_dictionary, task.target_dictionary, None, str(tmp_path / "hf"))

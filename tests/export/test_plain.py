@@ -62,6 +62,7 @@ def test_exported_transformer_gives_the_log_probabilities_of_the_model(arch, opt
             r"size 0\.5 \(--encoder-ode-steps 4 over --encoder-share-group-size 2\).*'encoder_ode_steps': 2",
         ),
         ("stable_ode_transformer_small", {}, r"stable layers"),
+        ("pcformer_small", dict(encoder_ode_method="euler", ode_coefficients="fixed"), r"--encoder-ode-corrector"),
     ],
 )
 def test_models_that_are_not_transformers_are_refused_naming_the_option(arch, options, refusal):

@@ -24,6 +24,7 @@ def exported_transformer_lm(model, args, task):
     return transformer_lm, plain
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "arch, options, layers",
     [

@@ -40,6 +40,7 @@ def fairseq_model(lm_data, arch: str, *options: str):
     return tasks.setup_task(cfg.task).build_model(cfg.model), cfg.model
 
 
+@pytest.mark.numerics
 def test_euler_lm_equals_fairseqs_prenorm_transformer_lm_weight_for_weight(lm_data):
     # transformer_lm's input and output dims default to 512 whatever --decoder-embed-dim says.
     dims = ("--decoder-input-dim", "32", "--decoder-output-dim", "32")
@@ -156,6 +157,7 @@ FORMULAS = {
 }
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("name", FORMULAS)
 def test_rk_lm_equals_its_formula_in_plain_torch(name):
     arch, options, formula = FORMULAS[name]
@@ -167,6 +169,49 @@ def test_rk_lm_equals_its_formula_in_plain_torch(name):
         tokens = random_tokens(2, 7)
         expected = lm_from_formula(model, tokens, formula)
     assert_computes(model, lambda: log_probs(model, tokens), expected)
+
+
+def pcformer_rk4(history_length: int) -> Callable[[object, torch.Tensor], torch.Tensor]:
+    """PCformer's block as a formula over the stack: an RK4 predictor with EMA weights
+    w_i = β(1−β)^{4−i}, then y' = y + α F(P) + Σ_{j=0}^{m} β_j k_1^{(l−j)}, the first-stage values
+    of this block and the m before it (block 0's standing in for those before the stack)."""
+    first_stages: List[torch.Tensor] = []
+
+    def step(layer, y):
+        ema, alpha, beta = layer.combiner.beta, layer.corrector.alpha, layer.corrector.beta
+        k1 = pre_norm_branch(layer, y)
+        k2 = pre_norm_branch(layer, y + k1 / 2)
+        k3 = pre_norm_branch(layer, y + k2 / 2)
+        k4 = pre_norm_branch(layer, y + k3)
+        w = [ema * (1 - ema) ** (4 - i) for i in range(1, 5)]
+        prediction = y + w[0] * k1 + w[1] * k2 + w[2] * k3 + w[3] * k4
+        first_stages.append(k1)
+        history = [first_stages[max(len(first_stages) - 1 - j, 0)] for j in range(history_length + 1)]
+        return y + alpha * pre_norm_branch(layer, prediction) + sum(b * k for b, k in zip(beta, history))
+
+    return step
+
+
+@pytest.mark.numerics
+def test_pcformer_lm_equals_its_formula_in_plain_torch():
+    model = build_lm("ode_transformer_lm_pcformer", decoder_layers=4, decoder_ode_corrector_history=1).eval()
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # off the initial EMA β and uniform α, β_j
+            if ".combiner." in name or ".corrector." in name:
+                p.add_(0.2 * torch.randn(p.shape, generator=generator))
+        tokens = random_tokens(2, 7)
+        expected = lm_from_formula(model, tokens, pcformer_rk4(history_length=1))
+    assert_computes(model, lambda: log_probs(model, tokens), expected)
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("kind", ["standard", "time-dependent"])
+def test_predictor_corrector_incremental_decoding_with_beam_reorders_equals_full_forward(kind):
+    arch, options = KINDS[kind]
+    pc = dict(decoder_ode_method="heun", ode_coefficients="ema", decoder_ode_corrector="multistep")
+    model = build_lm(arch, decoder_layers=3, decoder_ode_corrector_history=1, **pc, **options)
+    assert_incremental_equals_full(model)
 
 
 def incremental_with_reorders(model, tokens: torch.Tensor, orders: Sequence[tuple]) -> tuple:
@@ -200,6 +245,7 @@ def assert_incremental_equals_full(model) -> None:
     assert_computes(model, lambda: log_probs(model, rows), incremental)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("method", TABLEAUS)
 def test_incremental_decoding_with_beam_reorders_equals_full_forward(kind, method):
@@ -208,6 +254,7 @@ def test_incremental_decoding_with_beam_reorders_equals_full_forward(kind, metho
     assert_incremental_equals_full(model)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("field", FIELD_FORMS)
 @pytest.mark.parametrize("mode", [m for m in COEFFICIENT_MODES if m != "fixed"])
 def test_incremental_decoding_equals_full_forward_with_learned_coefficients_and_fields(mode, field):
@@ -215,6 +262,7 @@ def test_incremental_decoding_equals_full_forward_with_learned_coefficients_and_
     assert_incremental_equals_full(model)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "options",
     [

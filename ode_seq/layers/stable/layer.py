@@ -50,6 +50,14 @@ class StableLayer(LayerKind):
 
     options_class: ClassVar[type] = StableConfig
 
+    @classmethod
+    def check_corrector(cls, side: str, corrector: str) -> None:
+        raise ValueError(
+            f"--{side}-ode-corrector {corrector}: the stable kind bounds its Runge-Kutta steps by a "
+            "field of Lipschitz constant about 1, which a corrector's learned, unbounded weights over "
+            f"earlier steps would not keep: use --{side}-ode-corrector none, or an ode_transformer model"
+        )
+
     def check_layer_options(self, cfg: Any) -> None:
         if self.relative_positions > 0:
             raise ValueError(
