@@ -8,14 +8,17 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import List
 
 import pytest
 
 from tests.e2e.cli import run_pipeline
+from tests.reliability.process_tree import Run, file_states
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = REPO_ROOT / "examples" / "language_modeling"
@@ -153,6 +156,20 @@ def test_a_rerun_with_another_recipe_is_refused_and_the_run_kept(demo):
     assert result.returncode == 1
     assert "was prepared with other settings" in result.stderr
     assert checkpoint.stat().st_mtime_ns == before
+
+
+def test_training_stopped_by_sigterm_leaves_no_process_and_no_finished_mark(demo, tmp_path):
+    save = tmp_path / "checkpoints"
+    args = ["--data-bin", str(demo[0] / "data-bin"), "--save-dir", str(save), "--gpus", "0", "--max-update", "300"]
+    run = Run([str(PIPELINE / "train.sh"), *args, "--warmup", "2", "--", *TINY_WIDTH], tmp_path / "logs")
+    run.wait_until(lambda: "/300 (" in run.log(), "training logged its first updates")
+    assert run.running("fairseq-train") and run.running("train_progress.py")
+    run.process.send_signal(signal.SIGTERM)
+    assert run.finish(timeout=120) in (-signal.SIGTERM, 128 + signal.SIGTERM), run.log()[-3000:]
+    assert run.commands() == [] and "train.sh: stopped by SIGTERM" in run.log()
+    before = file_states(save)
+    time.sleep(1)
+    assert file_states(save) == before and not (save / "train.done").exists()
 
 
 def test_a_subset_that_was_not_binarised_is_named_before_anything_is_written(demo, tmp_path):
