@@ -1,5 +1,6 @@
-"""Batches shared by every model of a run: a dictionary, synthetic training batches and a
-generation batch of real sentences from the bundled corpus (synthetic when it is absent)."""
+"""Batches shared by every model of a run: a dictionary, synthetic training batches (translation
+pairs, language-model blocks), a generation batch of real sentences and language-model prompts from
+the bundled corpus (synthetic when it is absent)."""
 
 from __future__ import annotations
 
@@ -155,3 +156,54 @@ def generation_sample(d: Dictionary, settings: Settings) -> Tuple[Dict, str]:
         f"tokens, lengths {int(src_lengths.min())}-{int(src_lengths.max())}"
     )
     return sample, description
+
+
+@dataclass
+class LanguageModelBatch:
+    """One batch as fairseq's language_modeling task builds it: blocks of tokens as input, the
+    same blocks one token later as targets."""
+
+    src_tokens: Tensor  # (B, T)
+    target: Tensor  # (B, T)
+    pad: int
+
+    @property
+    def net_input(self) -> Dict[str, Tensor]:
+        return dict(src_tokens=self.src_tokens)
+
+    @property
+    def target_tokens(self) -> int:
+        return self.target.numel()
+
+    def to(self, device: torch.device) -> "LanguageModelBatch":
+        return LanguageModelBatch(self.src_tokens.to(device), self.target.to(device), self.pad)
+
+
+def random_words(d: Dictionary, rows: int, length: int, seed: int) -> Tensor:
+    """(rows, length) random words of ``d`` (no special symbol)."""
+    return torch.randint(d.nspecial, len(d), (rows, length), generator=torch.Generator().manual_seed(seed))
+
+
+def language_model_batch(d: Dictionary, blocks: int, length: int, seed: int) -> LanguageModelBatch:
+    """``blocks`` blocks of ``length`` random words."""
+    words = random_words(d, blocks, length + 1, seed)
+    return LanguageModelBatch(words[:, :-1].contiguous(), words[:, 1:].contiguous(), d.pad())
+
+
+def language_model_prompts(d: Dictionary, settings: Settings) -> Tuple[Tensor, str]:
+    """(``gen_sentences`` × ``lm_prompt_len`` prompt tokens, a description): the first words of
+    the first test verses that have that many, encoded with ``d`` (rare words become <unk>);
+    random words without the corpus."""
+    count, length = settings.gen_sentences, settings.lm_prompt_len
+    if not has_corpus(settings.data_dir):
+        return random_words(d, count, length, settings.seed + 1), "random words (no bundled corpus found)"
+    prompts: List[List[int]] = []
+    for en, _ in _corpus_rows(os.path.join(settings.data_dir, "test.tsv.gz")):
+        words = tokenize(en)
+        if len(words) >= length:
+            prompts.append([d.index(w) for w in words[:length]])
+        if len(prompts) == count:
+            return torch.tensor(prompts), f"the first {length} words of the first {count} test verses"
+    raise ValueError(
+        f"only {len(prompts)} test verses have >= {length} words; lower --gen-sentences or --lm-prompt-len"
+    )

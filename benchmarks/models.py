@@ -1,5 +1,6 @@
-"""The compared models: fairseq's ``transformer`` (pre-norm) and ``ode_transformer``, built the
-way fairseq-train builds them, at one width and with the same dropout everywhere."""
+"""The compared models: fairseq's ``transformer`` (pre-norm) and ``ode_transformer``, and the
+language models fairseq's ``transformer_lm`` (pre-norm) and ``ode_transformer_lm``, built the way
+fairseq-train builds them, at one width and with the same dropout everywhere."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, Dict
 
 import torch
 from fairseq.data import Dictionary
+from fairseq.models import ARCH_MODEL_REGISTRY, FairseqLanguageModel
 from torch import nn
 
 import user_dir  # noqa: F401  (registers ode_transformer, applies the fairseq fixes)
@@ -51,24 +53,41 @@ def ode(
     )
 
 
+def transformer_lm(label: str, layers: int) -> ModelSpec:
+    """fairseq's transformer_lm with --decoder-normalize-before."""
+    return ModelSpec(label, "transformer_lm", dict(decoder_layers=layers))
+
+
+def ode_lm(label: str, layers: int, method: str = "euler", **options: Any) -> ModelSpec:
+    """``ode_transformer_lm`` with Runge–Kutta blocks of ``method``."""
+    return ModelSpec(label, "ode_transformer_lm", dict(decoder_layers=layers, decoder_ode_method=method, **options))
+
+
+def width_options(spec: ModelSpec, settings: Settings) -> Dict[str, Any]:
+    """Width, pre-norm and dropout of every model; a language model's input and output
+    dimensions are its width (transformer_lm's default is 512 whatever the width) and it ties
+    its input and output embeddings."""
+    d = settings.embed_dim
+    decoder = dict(
+        decoder_embed_dim=d,
+        decoder_ffn_embed_dim=settings.ffn_dim,
+        decoder_attention_heads=settings.heads,
+        decoder_normalize_before=True,
+    )
+    if issubclass(ARCH_MODEL_REGISTRY[spec.arch], FairseqLanguageModel):
+        sides = dict(decoder_input_dim=d, decoder_output_dim=d, share_decoder_input_output_embed=True)
+    else:
+        sides = dict(
+            encoder_embed_dim=d,
+            encoder_ffn_embed_dim=settings.ffn_dim,
+            encoder_attention_heads=settings.heads,
+            encoder_normalize_before=True,
+        )
+    return dict(decoder, **sides, dropout=0.1, attention_dropout=0.1, activation_dropout=0.1)
+
+
 def build(spec: ModelSpec, settings: Settings, dictionary: Dictionary) -> nn.Module:
     """The model of ``spec`` at the run's width, seeded, on the run's device."""
-    d = settings.embed_dim
-    model = build_model(
-        spec.arch,
-        DictionaryTask(dictionary),
-        seed=settings.seed,
-        encoder_embed_dim=d,
-        decoder_embed_dim=d,
-        encoder_ffn_embed_dim=settings.ffn_dim,
-        decoder_ffn_embed_dim=settings.ffn_dim,
-        encoder_attention_heads=settings.heads,
-        decoder_attention_heads=settings.heads,
-        encoder_normalize_before=True,
-        decoder_normalize_before=True,
-        dropout=0.1,
-        attention_dropout=0.1,
-        activation_dropout=0.1,
-        **spec.options,
-    )
+    options = {**width_options(spec, settings), **spec.options}
+    model = build_model(spec.arch, DictionaryTask(dictionary), seed=settings.seed, **options)
     return model.to(torch.device(settings.device))

@@ -3,7 +3,8 @@
 Sections (``--sections``): training (throughput and peak memory of L-L models, per-stage
 checkpointing), rk-overhead (RK-n encoder of L blocks vs n·L layers), generation (beam search
 sentences/s), decoder-step (one incremental step of one layer, at two prefix lengths), and the
-opt-in compile (torch.compile'd RK4 blocks vs eager).
+opt-in compile (torch.compile'd RK4 blocks vs eager), lm-training and lm-generation (language
+models against transformer_lm at the same layer evaluations, :mod:`benchmarks.language_models`).
 Progress goes to stderr; the table and notes to stdout; ``--json FILE`` also saves the rows, after
 every section.
 """
@@ -24,6 +25,7 @@ from benchmarks.context import RunContext
 from benchmarks.data import build_dictionary
 from benchmarks.decoder_step import run_decoder_step
 from benchmarks.generation import run_generation
+from benchmarks.language_models import run_lm_generation, run_lm_training
 from benchmarks.rk_overhead import run_rk_overhead
 from benchmarks.settings import Settings, parse_settings
 from benchmarks.table import Row, markdown
@@ -35,6 +37,8 @@ SECTION_RUNNERS: Dict[str, Callable[[RunContext], List[Row]]] = {
     "generation": run_generation,
     "decoder-step": run_decoder_step,
     "compile": run_compiled_blocks,
+    "lm-training": run_lm_training,
+    "lm-generation": run_lm_generation,
 }
 
 

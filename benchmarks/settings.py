@@ -10,7 +10,9 @@ from typing import List, Optional, Sequence, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS_DIR = os.path.join(ROOT, "examples", "translation", "data")
 DEFAULT_SECTIONS = ("training", "rk-overhead", "generation", "decoder-step")
-SECTIONS = DEFAULT_SECTIONS + ("compile",)
+LM_SECTIONS = ("lm-training", "lm-generation")
+SECTIONS = DEFAULT_SECTIONS + ("compile",) + LM_SECTIONS
+NOT_POSITIVE = ("vocab", "warmup", "seed")  # the whole-number settings that may be 0 (vocab: >= 16)
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class Settings:
     beam: int = 4
     step_sentences: int = 16
     step_prefixes: Tuple[int, int] = (8, 64)
+    lm_sample_len: int = 128
+    lm_prompt_len: int = 8
     rounds: int = 4
     warmup: int = 1
     train_iters: int = 1
@@ -53,6 +57,11 @@ class Settings:
     def batch_sentences(self) -> int:
         return max(1, self.batch_tokens // self.source_len)
 
+    @property
+    def lm_blocks(self) -> int:
+        """Language-model blocks of ``lm_sample_len`` tokens in a training batch."""
+        return max(1, self.batch_tokens // self.lm_sample_len)
+
 
 SMOKE = dict(
     embed_dim=32,
@@ -65,6 +74,8 @@ SMOKE = dict(
     gen_max_len=12,
     step_sentences=2,
     step_prefixes=(2, 8),
+    lm_sample_len=16,
+    lm_prompt_len=2,
     rounds=3,
     warmup=1,
     step_iters=3,
@@ -108,7 +119,9 @@ def parse_settings(argv: Optional[Sequence[str]] = None) -> Tuple[Settings, argp
         metavar=("SHORT", "LONG"),
         help=f"decoder-step prefix lengths (default: {defaults.step_prefixes})",
     )
-    parser.add_argument("--sections", nargs="+", choices=SECTIONS, help="sections to run (default: all but compile)")
+    parser.add_argument(
+        "--sections", nargs="+", choices=SECTIONS, help="sections to run (default: all but compile and the lm ones)"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
     args = parser.parse_args(argv)
 
@@ -137,24 +150,9 @@ def _validate(settings: Settings, parser: argparse.ArgumentParser) -> None:
     short, long = settings.step_prefixes
     if not 0 < short < long:
         problems.append(f"--step-prefixes needs 0 < SHORT < LONG, got {short} {long}")
-    for name in (
-        "embed_dim",
-        "layers",
-        "rk_blocks",
-        "source_len",
-        "batch_tokens",
-        "rounds",
-        "gen_sentences",
-        "gen_max_len",
-        "beam",
-        "step_sentences",
-        "threads",
-        "train_iters",
-        "gen_iters",
-        "step_iters",
-    ):
-        if getattr(settings, name) < 1:
-            problems.append(f"--{name.replace('_', '-')} must be >= 1")
+    for f in fields(Settings):
+        if f.name not in NOT_POSITIVE and f.type == "int" and getattr(settings, f.name) < 1:
+            problems.append(f"--{f.name.replace('_', '-')} must be >= 1")
     if settings.vocab < 16:
         problems.append("--vocab must be >= 16")
     if problems:

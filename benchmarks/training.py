@@ -1,7 +1,8 @@
 """Training throughput and peak memory of L-L models, and per-stage activation checkpointing.
 
-One training step = zero_grad, forward, label-smoothed cross-entropy (ε = 0.1), backward,
-Adam step, on the same synthetic batch for every model. Throughput counts target tokens.
+One training step = zero_grad, forward, label-smoothed cross-entropy (ε = 0.1; language models:
+ε = 0, fairseq's cross-entropy), backward, Adam step, on the same synthetic batch for every
+model. Throughput counts target tokens.
 Peak memory = parameters + Adam state + the peak the step allocates on top (gradients and
 activations), see :mod:`benchmarks.measure`.
 """
@@ -9,14 +10,14 @@ activations), see :mod:`benchmarks.measure`.
 from __future__ import annotations
 
 import statistics
-from typing import Dict, List
+from typing import Dict, List, Mapping, Optional, Protocol, Tuple
 
 import torch
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from torch import nn
 
 from benchmarks.context import RunContext
-from benchmarks.data import TrainingBatch, synthetic_batch
+from benchmarks.data import synthetic_batch
 from benchmarks.measure import (
     Workload,
     median_ratio,
@@ -28,15 +29,25 @@ from benchmarks.models import ModelSpec, ode, transformer
 from benchmarks.table import Row
 
 MIB = 2.0**20
+TRAINING_SPEED = "target tokens/s (train step)"
+
+
+class Batch(Protocol):
+    """What a training step reads: the model's inputs, the targets and their padding index."""
+
+    net_input: Mapping[str, torch.Tensor]
+    target: torch.Tensor
+    pad: int
 
 
 class TrainingStep(Workload):
     """zero_grad; forward; label-smoothed NLL; backward; Adam step."""
 
-    def __init__(self, model: nn.Module, batch: TrainingBatch, context: RunContext) -> None:
+    def __init__(self, model: nn.Module, batch: Batch, context: RunContext, label_smoothing: float = 0.1) -> None:
         self.model = model
         self.batch = batch
         self.context = context
+        self.label_smoothing = label_smoothing
         self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 
     def prepare(self) -> None:
@@ -50,7 +61,7 @@ class TrainingStep(Workload):
             loss, _ = label_smoothed_nll_loss(
                 lprobs.view(-1, lprobs.size(-1)),
                 self.batch.target.view(-1),
-                0.1,
+                self.label_smoothing,
                 ignore_index=self.batch.pad,
             )
         loss.backward()
@@ -62,6 +73,15 @@ class TrainingStep(Workload):
         self.optimizer.zero_grad(set_to_none=True)
         held = model_and_optimizer_bytes(self.model, self.optimizer)
         return held + peak_extra_bytes(self.run, self.context.device)
+
+
+def measure_steps(
+    context: RunContext, steps: Mapping[str, TrainingStep], iters: int
+) -> Tuple[Dict[str, List[float]], Dict[str, int]]:
+    """Each step's seconds per round (interleaved) and its peak memory."""
+    times = context.time(steps, iters)
+    context.log("measuring peak memory of one training step per model")
+    return times, {label: step.peak_bytes() for label, step in steps.items()}
 
 
 def training_specs(layers: int) -> Dict[str, ModelSpec]:
@@ -87,13 +107,9 @@ def run_training(context: RunContext) -> List[Row]:
     )
     specs = training_specs(s.layers)
     steps = {label: TrainingStep(context.build(spec), batch, context) for label, spec in specs.items()}
-    times = context.time(steps, s.train_iters)
-    context.log("measuring peak memory of one training step per model")
-    peaks = {label: step.peak_bytes() for label, step in steps.items()}
+    times, peaks = measure_steps(context, steps, s.train_iters)
 
     base = next(iter(specs))
-    tokens = batch.target_tokens
-    rate = {label: tokens / statistics.median(t) for label, t in times.items()}
     rows: List[Row] = []
     for label in specs:
         if label == base:
@@ -102,24 +118,41 @@ def run_training(context: RunContext) -> List[Row]:
         euler = label.startswith("euler")
         speed_target = (">=", 0.95) if euler else None
         memory_target = ("<=", 1.2) if section == "checkpointing" else (("<=", 1.05) if euler else None)
-        rows.append(
-            Row(
-                section,
-                f"{label} / {base}",
-                "target tokens/s (train step)",
-                median_ratio(times[base], times[label]),
-                speed_target,
-                f"{rate[label]:.0f} vs {rate[base]:.0f} tok/s; {spread(times[base], times[label])}",
-            )
-        )
-        rows.append(
-            Row(
-                section,
-                f"{label} / {base}",
-                "peak training memory",
-                peaks[label] / peaks[base],
-                memory_target,
-                f"{peaks[label] / MIB:.0f} vs {peaks[base] / MIB:.0f} MiB",
-            )
+        rows += speed_and_memory_rows(
+            section, label, base, times, peaks, batch.target_tokens, TRAINING_SPEED, speed_target, memory_target
         )
     return rows
+
+
+def speed_and_memory_rows(
+    section: str,
+    label: str,
+    base: str,
+    times: Mapping[str, List[float]],
+    peaks: Mapping[str, int],
+    tokens: int,
+    metric: str,
+    speed_target: Optional[tuple] = None,
+    memory_target: Optional[tuple] = None,
+) -> List[Row]:
+    """Two rows of ``label`` against ``base``: the speed ratio (``tokens`` per step, from the
+    per-round ``times``) and the peak-memory ratio of a training step."""
+    rate = {name: tokens / statistics.median(times[name]) for name in (label, base)}
+    return [
+        Row(
+            section,
+            f"{label} / {base}",
+            metric,
+            median_ratio(times[base], times[label]),
+            speed_target,
+            f"{rate[label]:.0f} vs {rate[base]:.0f} tok/s; {spread(times[base], times[label])}",
+        ),
+        Row(
+            section,
+            f"{label} / {base}",
+            "peak training memory",
+            peaks[label] / peaks[base],
+            memory_target,
+            f"{peaks[label] / MIB:.0f} vs {peaks[base] / MIB:.0f} MiB",
+        ),
+    ]

@@ -347,10 +347,11 @@ content_id() {  # content_id FILE... — a digest of the files' contents (not of
   echo "sha256:$(for file in "$@"; do sha256sum < "$file"; done | sha256sum | cut -c1-16)"
 }
 
-data_bin_id() {  # data_bin_id DIR SUBSET — the content_id of a fairseq data-bin's dictionaries and SUBSET
+data_bin_id() {  # data_bin_id DIR SUBSET — the content_id of a fairseq data-bin's dictionaries (dict.txt of a
+  # language model's, dict.LANG.txt of a translation's) and SUBSET
   compgen -G "$1/$2.*" > /dev/null \
     || die "$1 holds no binarised subset '$2' (no $2.* files); binarise it with the prepare script"
-  content_id "$1"/dict.*.txt "$1/$2".*
+  content_id "$1"/dict*.txt "$1/$2".*
 }
 
 path_from() {  # path_from DIR PATH — PATH relative to DIR (true as long as both move together)

@@ -54,6 +54,20 @@ def test_fairseq_command_line_keeps_architecture_defaults_unless_given():
     assert (args.encoder_ode_method, args.ode_coefficients) == ("rk4_38", "free")
 
 
+def test_a_model_with_a_dataclass_by_name_has_the_options_of_its_fairseq_command_line():
+    """fairseq's transformer_lm declares its options in a dataclass, whose defaults fairseq-train
+    fills into the model's configuration."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    given = dict(decoder_layers=2, decoder_embed_dim=64)
+    ours = vars(architecture_options("transformer_lm", **given))
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in given.items()]
+    config = convert_namespace_to_omegaconf(_parse(["--task", "language_modeling", "--arch", "transformer_lm", *flags]))
+    theirs = dict(OmegaConf.to_container(config.model), arch=config.model._name)
+    assert len(ours) > 40 and {k: theirs.get(k) for k in ours} == ours
+
+
 def test_fairseq_command_line_rejects_unknown_method_listing_choices(capsys):
     with pytest.raises(SystemExit) as exit_info:
         _parse(["--arch", "ode_transformer_rk4", "--encoder-ode-method", "rk5"])

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from benchmarks.measure import median_ratio, peak_extra_bytes
+from benchmarks.settings import parse_settings
 from tests.e2e.cli import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -107,3 +108,31 @@ def test_compile_section_compares_compiled_and_eager_rk4_blocks(tmp_path):
         ("compile", "rk4 encoder 1 blocks, torch.compile / eager", "source tokens/s (eval forward)"),
     ]
     assert all(math.isfinite(r["ratio"]) and r["ratio"] > 0 for r in rows)
+
+
+def test_lm_sections_compare_ode_lms_with_transformer_lm_at_the_same_layer_evaluations(tmp_path):
+    out = tmp_path / "rows.json"
+    run("python", ["-m", "benchmarks.run", "--smoke", "--sections", "lm-training", "lm-generation", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert all(math.isfinite(r["ratio"]) and r["ratio"] > 0 for r in rows)
+    speed, memory = "target tokens/s (train step)", "peak training memory"
+    training = {(r["section"], r["comparison"], r["metric"]) for r in rows if r["section"] != "lm-generation"}
+    same_evaluations = [("euler 2L", 2), ("rk2 2L", 4), ("rk2-learned 2L", 4), ("rk4 2L", 8)]
+    same_parameters = [(label, 2) for label, _ in same_evaluations[1:]]
+    checkpointing = [("rk4 2L ckpt-stages", "transformer_lm 8L"), ("rk4 2L ckpt-stages", "rk4 2L")]
+    expected = {
+        ("lm-training", f"{ode} / transformer_lm {layers}L", metric)
+        for ode, layers in same_evaluations + same_parameters
+        for metric in (speed, memory)
+    }
+    expected |= {("lm-checkpointing", f"{a} / {b}", metric) for a, b in checkpointing for metric in (speed, memory)}
+    assert training == expected and len(rows) == len(expected) + 4
+    generation = [r["comparison"] for r in rows if r["section"] == "lm-generation"]
+    assert generation == [f"{ode} / transformer_lm {layers}L" for ode, layers in same_evaluations]
+
+
+def test_a_size_below_one_is_refused_naming_its_flag(capsys):
+    with pytest.raises(SystemExit):
+        parse_settings(["--smoke", "--lm-prompt-len", "0", "--rounds", "0", "--warmup", "0", "--seed", "0"])
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.endswith("error: --lm-prompt-len must be >= 1; --rounds must be >= 1")

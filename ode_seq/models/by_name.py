@@ -16,7 +16,14 @@ from typing import Any, Dict, Sequence, Tuple
 
 import torch
 from fairseq.data import Dictionary
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY, BaseFairseqModel
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.models import (
+    ARCH_CONFIG_REGISTRY,
+    ARCH_MODEL_NAME_REGISTRY,
+    ARCH_MODEL_REGISTRY,
+    MODEL_DATACLASS_REGISTRY,
+    BaseFairseqModel,
+)
 
 
 def word_dictionary(words: int) -> Dictionary:
@@ -34,12 +41,24 @@ class DictionaryTask:
         self.source_dictionary = self.target_dictionary = dictionary
 
 
+def dataclass_defaults(arch: str) -> Dict[str, Any]:
+    """The option defaults that ``arch``'s model declares in a dataclass (fairseq's
+    ``transformer_lm``), as fairseq-train's parser sets them before the architecture function
+    runs; none for a model that declares its options with ``add_args``."""
+    dataclass = MODEL_DATACLASS_REGISTRY.get(ARCH_MODEL_NAME_REGISTRY[arch])
+    if dataclass is None:
+        return {}
+    parser = argparse.ArgumentParser()
+    gen_parser_from_dataclass(parser, dataclass())
+    return vars(parser.parse_args([]))
+
+
 def architecture_options(arch: str, **options: Any) -> argparse.Namespace:
-    """The options of ``--arch arch`` given ``options`` (``arch`` among them): the architecture's
-    defaults fill in the rest."""
+    """The options of ``--arch arch`` given ``options`` (``arch`` among them): the model's
+    dataclass defaults and the architecture's defaults fill in the rest."""
     if arch not in ARCH_CONFIG_REGISTRY:
         raise ValueError(f"unknown architecture '{arch}': import user_dir (or ode_seq.models) to register ode-seq's")
-    args = argparse.Namespace(**{**options, "arch": arch})
+    args = argparse.Namespace(**{**dataclass_defaults(arch), **options, "arch": arch})
     ARCH_CONFIG_REGISTRY[arch](args)
     return args
 

@@ -30,6 +30,15 @@ TINY_MODEL = [
 ]
 
 
+def run_pipeline(script: os.PathLike, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run a pipeline script of examples/ from the repository root as a user would: this
+    environment's tools first on PATH, one intra-op thread, no Python warnings."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(
+        ["bash", str(script), *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout
+    )
+
+
 def run(
     tool: str,
     args: List[str],

@@ -3,14 +3,13 @@ distilled and from-scratch students for two seeds, and the table comparing them.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.cli import run_pipeline
 from tests.e2e.corpus import BIBLE_SLICE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -45,15 +44,7 @@ TINY = [
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    env = dict(
-        os.environ,
-        PYTHONWARNINGS="ignore",
-        OMP_NUM_THREADS="1",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    )
-    return subprocess.run(
-        ["bash", str(RUN), *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=900
-    )
+    return run_pipeline(RUN, *args)
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,11 @@ SCRIPTS = [
     "distillation/run.sh",
     "distillation/step_counts.sh",
     "step_adaptation/run.sh",
+    "language_modeling/prepare.sh",
+    "language_modeling/train.sh",
+    "language_modeling/evaluate.sh",
+    "language_modeling/sample.sh",
+    "language_modeling/demo.sh",
 ]
 # Arguments a script needs before it reaches an unknown option (score.sh hands all to argparse).
 REQUIRED: Dict[str, List[str]] = {"translation/score.sh": ["--hyp", "h", "--ref", "r", "--lang", "es"]}
@@ -248,8 +253,9 @@ def test_an_unreadable_input_stops_the_script_before_its_settings_are_recorded(t
     assert "recorded" not in result.stdout
 
 
-def test_a_data_bin_without_the_subset_is_named(tmp_path):
-    (tmp_path / "dict.en.txt").write_text("a 1\n")
+@pytest.mark.parametrize("dictionary", ["dict.en.txt", "dict.txt"])  # a translation's, a language model's
+def test_a_data_bin_without_the_subset_is_named(tmp_path, dictionary):
+    (tmp_path / dictionary).write_text("a 1\n")
     (tmp_path / "valid.en-es.en.bin").write_bytes(b"\0")
     assert lib_call(f"data_bin_id {tmp_path} valid").returncode == 0
     result = lib_call(f"data_bin_id {tmp_path} test")
@@ -295,6 +301,9 @@ STOP_POINTS = {
     "summarization/train.sh": ["--work-dir", "WORK", "--gpus", "0"],
     "summarization/evaluate.sh": ["--work-dir", "WORK", "--gpus", "0"],
     "distillation/step_counts.sh": ["--checkpoint", "WORK", "--data-bin", "WORK", "--ref", "r", "--lang", "es"],
+    "language_modeling/train.sh": ["--work-dir", "WORK", "--gpus", "0"],
+    "language_modeling/evaluate.sh": ["--work-dir", "WORK", "--gpus", "0"],
+    "language_modeling/sample.sh": ["--work-dir", "WORK", "--gpus", "0"],
 }
 
 

@@ -61,15 +61,7 @@ DEMO_ARGS = [
 
 
 def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
-    env = dict(
-        os.environ,
-        PYTHONWARNINGS="ignore",
-        OMP_NUM_THREADS="1",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    )
-    return subprocess.run(
-        [str(TRANSLATION / script), *args], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600
-    )
+    return cli.run_pipeline(TRANSLATION / script, *args, timeout=600)
 
 
 @pytest.fixture(scope="module")
