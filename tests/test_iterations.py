@@ -1,0 +1,62 @@
+"""IIET's iteration count as a knob: a model trained with r iterations (``iie{r}``) runs with
+r' < r (``iie{r'}``, r' = 0 being ``euler``) on the same parameters, as ``--model-overrides``
+of ``--*-ode-method`` does when fairseq loads a checkpoint."""
+
+import pytest
+import torch
+
+from tests.conftest import TinyTask, build_model, random_batch
+from tests.numerics import LayerEvaluations, assert_incremental_decoding_equals_full_forward
+
+TRAINED = 3
+
+
+def method(iterations: int) -> str:
+    """IIET with r iterations: r + 1 evaluations per step; r = 0 is the residual layer."""
+    return f"iie{iterations}" if iterations else "euler"
+
+
+def iiet_model(task, iterations: int, coefficients: str):
+    return build_model(
+        "ode_transformer_rk4_encdec",
+        task,
+        encoder_ode_method=method(iterations),
+        decoder_ode_method=method(iterations),
+        ode_coefficients=coefficients,
+        dropout=0.0,
+    )
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize(
+    "coefficients, iterations",
+    # ema weights the stages of multi-stage methods; Euler (r' = 0) has one (refused when built).
+    [("fixed", 0), ("fixed", 1), ("fixed", 2), ("ema", 1), ("ema", 2)],
+)
+def test_fewer_iterations_load_the_trained_parameters_decode_exactly_and_evaluate_less(coefficients, iterations):
+    task = TinyTask()
+    trained = iiet_model(task, TRAINED, coefficients)
+    reduced = iiet_model(task, iterations, coefficients)
+    reduced.load_state_dict(trained.state_dict(), strict=True)
+    for name, p in reduced.named_parameters():
+        assert torch.equal(p, trained.state_dict()[name]), name
+    reduced = reduced.double().eval()
+    assert_incremental_decoding_equals_full_forward(reduced, task, [6, 3, 8, 5])
+
+    batch = random_batch(task, [6, 3, 8, 5])
+    counts = {}
+    for r, model in ((TRAINED, trained.eval()), (iterations, reduced)):
+        with LayerEvaluations(model) as evaluations, torch.no_grad():
+            model(*batch)
+        counts[r] = evaluations.count
+    blocks = 2 + 2  # TINY: 2 encoder and 2 decoder blocks, one step each
+    assert counts == {TRAINED: (TRAINED + 1) * blocks, iterations: (iterations + 1) * blocks}
+
+
+@pytest.mark.parametrize("coefficients", ["free", "free-ones", "learned", "learned-shared"])
+def test_per_stage_weights_refuse_another_iteration_count_naming_the_fix(coefficients):
+    task = TinyTask()
+    trained = iiet_model(task, TRAINED, coefficients)
+    reduced = iiet_model(task, 1, coefficients)
+    with pytest.raises(RuntimeError, match=r"trained for another number of stages .* --ode-coefficients fixed or ema"):
+        reduced.load_state_dict(trained.state_dict(), strict=True)
