@@ -21,6 +21,7 @@ from ode_seq.solvers import EMAWeights, FreeWeights, MultistepCorrector, StageGa
 
 from .config import ModelOptions, ODEOptions, StackOptions
 from .stacks import ODETransformerDecoder, ODETransformerEncoder
+from .teacher import interface_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,20 @@ class ODEModel:
 
 @register_model("ode_transformer")
 class ODETransformerModel(ODEModel, TransformerModel):
-    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``."""
+    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``. Records the
+    update count, for the curricula of trajectory distillation."""
+
+    def __init__(self, args, encoder, decoder) -> None:
+        super().__init__(args, encoder, decoder)
+        self.num_updates = 0
+
+    def set_num_updates(self, num_updates: int) -> None:
+        super().set_num_updates(num_updates)
+        self.num_updates = num_updates
+
+    def interface_parameters(self) -> List[nn.Parameter]:
+        """Embeddings, positions, final norms and output projection (what a teacher provides)."""
+        return interface_parameters(self)
 
     @classmethod
     def add_fairseq_args(cls, parser) -> None:

@@ -6,6 +6,7 @@ import pytest
 import torch
 from fairseq import checkpoint_utils
 
+from ode_seq.checkpoint_files import load_checkpoint
 from tests.e2e.cli import TINY_MODEL, run
 from tests.e2e.corpus import preprocess, write_reversal_corpus
 from tests.e2e.test_fairseq_cli import CLI_SIZES, TRAIN
@@ -87,3 +88,65 @@ def test_a_checkpoint_trained_with_r_iterations_decodes_with_fewer_and_evaluates
             model(src, torch.tensor([4]), torch.tensor([[2, 5, 6, 7]]))
         counts[r] = evaluations.count
     assert counts == {TRAINED: (TRAINED + 1) * BLOCKS, iterations: (iterations + 1) * BLOCKS}
+
+
+DISTILLATION_UPDATES = 8
+
+
+@pytest.fixture(scope="module")
+def distilled(iiet, tmp_path_factory):
+    """(student save dir, its training log): the IIET model distilled into 1 iteration."""
+    data_bin, teacher = iiet
+    student_dir = tmp_path_factory.mktemp("student")
+    out = run(
+        "fairseq-train",
+        [
+            str(data_bin),
+            "--arch",
+            "ode_transformer_rk4_encdec_small",
+            *TINY_MODEL,
+            "--encoder-ode-method",
+            "iie1",
+            "--decoder-ode-method",
+            "iie1",
+            *TRAIN,
+            "--dropout",
+            "0",
+            "--lr",
+            "0.001",
+            "--finetune-from-model",
+            str(teacher),
+            "--criterion",
+            "ode_trajectory_distillation",
+            "--teacher-path",
+            str(teacher),
+            "--control-times",
+            "uniform",
+            "--jasmin-weight",
+            "0",
+            "--ce-start-update",
+            "100",
+            "--max-update",
+            str(DISTILLATION_UPDATES),
+            "--log-interval",
+            "1",
+            "--no-epoch-checkpoints",
+            "--disable-validation",
+            "--save-dir",
+            str(student_dir),
+        ],
+    )
+    return student_dir, out.stdout + out.stderr
+
+
+def test_distilling_into_fewer_iterations_lowers_the_trajectory_loss_through_fairseq_train(distilled):
+    losses = [float(x) for x in re.findall(r"train_inner .*?trajectory=([\d.]+)", distilled[1])]
+    assert len(losses) == DISTILLATION_UPDATES
+    assert 0 < losses[-1] < losses[0]
+
+
+def test_the_distilled_student_decodes_with_its_iterations(iiet, distilled):
+    data_bin, _ = iiet
+    checkpoint = distilled[0] / "checkpoint_last.pt"
+    assert load_checkpoint(str(checkpoint))["cfg"]["model"].decoder_ode_method == "iie1"
+    assert len(generate(data_bin, checkpoint)) == 30
