@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from tests.conftest import TinyTask, build_model, random_batch
+from tests.lm.conftest import build_lm
+from tests.lm.test_lm_models import assert_incremental_equals_full
 from tests.numerics import LayerEvaluations, assert_incremental_decoding_equals_full_forward
 
 TRAINED = 3
@@ -60,3 +62,15 @@ def test_per_stage_weights_refuse_another_iteration_count_naming_the_fix(coeffic
     reduced = iiet_model(task, 1, coefficients)
     with pytest.raises(RuntimeError, match=r"trained for another number of stages .* --ode-coefficients fixed or ema"):
         reduced.load_state_dict(trained.state_dict(), strict=True)
+
+
+@pytest.mark.numerics
+def test_a_language_model_trained_with_r_iterations_decodes_exactly_with_fewer():
+    trained = build_lm("ode_transformer_lm_rk4", decoder_ode_method=method(TRAINED))
+    reduced = build_lm("ode_transformer_lm_rk4", decoder_ode_method=method(1))
+    reduced.load_state_dict(trained.state_dict(), strict=True)
+    tokens = torch.tensor([[5, 6, 7, 8]])
+    with LayerEvaluations(reduced) as evaluations, torch.no_grad():
+        reduced.eval()(tokens)
+    assert evaluations.count == 2 * len(reduced.decoder.layers)
+    assert_incremental_equals_full(reduced)
