@@ -8,7 +8,7 @@ another layer kind is a subclass naming it in ``layer_kind``.
 from __future__ import annotations
 
 import logging
-from typing import ClassVar, Dict, List, Optional, Tuple
+from typing import ClassVar, Collection, Dict, List, Optional, Sequence, Tuple
 
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
@@ -21,6 +21,7 @@ from ode_seq.solvers import EMAWeights, FreeWeights, MultistepCorrector, StageGa
 
 from .config import ModelOptions, ODEOptions, StackOptions
 from .stacks import ODETransformerDecoder, ODETransformerEncoder
+from .teacher import interface_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +32,24 @@ PARAMETER_OPTIONS = (
 )
 
 
-def parameter_mismatch(model: Dict[str, Tensor], checkpoint: Dict[str, Tensor]) -> str:
-    """What differs between a model's state dict and a checkpoint's, and what to do about it."""
+def stage_count_mismatch(reshaped: Sequence[str], checkpoint: Dict[str, Tensor]) -> str:
+    """The refusal of per-stage output weights trained for another number of stages."""
+    name = reshaped[0]
+    return (
+        f"the checkpoint's Runge-Kutta output weights ({name}, shape {tuple(checkpoint[name].shape)}) "
+        "were trained for another number of stages than the --*-ode-method of this model has: "
+        "--ode-coefficients free, free-ones, learned and learned-shared hold weights per stage, so "
+        "--model-overrides cannot change the stage count of their method (such as IIET's "
+        "iterations, iie4 -> iie2); keep the trained method, or train with --ode-coefficients fixed "
+        "or ema, whose parameters are the same for every stage count"
+    )
+
+
+def parameter_mismatch(
+    model: Dict[str, Tensor], checkpoint: Dict[str, Tensor], stage_weights: Collection[str] = ()
+) -> str:
+    """What differs between a model's state dict and a checkpoint's, and what to do about it;
+    ``stage_weights``: the model's keys whose shape depends on its methods' stage counts."""
     for side, name in (("source", "encoder.embed_tokens.weight"), ("target", "decoder.embed_tokens.weight")):
         if name in model and name in checkpoint and model[name].size(0) != checkpoint[name].size(0):
             return (
@@ -44,6 +61,8 @@ def parameter_mismatch(model: Dict[str, Tensor], checkpoint: Dict[str, Tensor]) 
     missing = [k for k in model if k not in checkpoint]
     unexpected = [k for k in checkpoint if k not in model]
     reshaped = [k for k in model if k in checkpoint and model[k].shape != checkpoint[k].shape]
+    if reshaped and not missing and not unexpected and set(reshaped) <= set(stage_weights):
+        return stage_count_mismatch(reshaped, checkpoint)
     found = []
     for what, names in (
         ("missing from the checkpoint", missing),
@@ -68,13 +87,20 @@ def parameter_mismatch(model: Dict[str, Tensor], checkpoint: Dict[str, Tensor]) 
 COEFFICIENT_MODULES = (StageGate, FreeWeights, EMAWeights, MultistepCorrector, StateHistory)
 
 
-def coefficient_parameters(model: nn.Module, prefix: str) -> Dict[str, Tensor]:
+# Those whose shape depends on the method's stage count: per-stage weights and gates.
+STAGE_WEIGHT_MODULES = (StageGate, FreeWeights)
+
+
+def coefficient_parameters(
+    model: nn.Module, prefix: str, modules: Tuple[type, ...] = COEFFICIENT_MODULES
+) -> Dict[str, Tensor]:
     """Every state-dict key of ``model`` (under ``prefix``) that is a Runge–Kutta output weight or
-    gate parameter, with its current value; a shared gate appears under each block that uses it."""
+    gate parameter (of one of ``modules``), with its current value; a shared gate appears under
+    each block that uses it."""
     return {
         f"{prefix}{module_name}.{name}": value
         for module_name, module in model.named_modules(remove_duplicate=False)
-        if isinstance(module, COEFFICIENT_MODULES)
+        if isinstance(module, modules)
         for name, value in module.state_dict().items()
     }
 
@@ -145,12 +171,26 @@ class ODEModel:
         except RuntimeError as error:
             if "Error(s) in loading state_dict" not in str(error):
                 raise
-            raise RuntimeError(parameter_mismatch(self.state_dict(), state_dict)) from error
+            stage_weights = coefficient_parameters(self, "", STAGE_WEIGHT_MODULES)
+            raise RuntimeError(parameter_mismatch(self.state_dict(), state_dict, stage_weights)) from error
 
 
 @register_model("ode_transformer")
 class ODETransformerModel(ODEModel, TransformerModel):
-    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``."""
+    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``. Records the
+    update count, for the curricula of trajectory distillation."""
+
+    def __init__(self, args, encoder, decoder) -> None:
+        super().__init__(args, encoder, decoder)
+        self.num_updates = 0
+
+    def set_num_updates(self, num_updates: int) -> None:
+        super().set_num_updates(num_updates)
+        self.num_updates = num_updates
+
+    def interface_parameters(self) -> List[nn.Parameter]:
+        """Embeddings, positions, final norms and output projection (what a teacher provides)."""
+        return interface_parameters(self)
 
     @classmethod
     def add_fairseq_args(cls, parser) -> None:

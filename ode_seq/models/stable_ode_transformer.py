@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from typing import ClassVar, List, Optional, Tuple
 
 from fairseq.models import register_model
-from torch import nn
 
 from ode_seq.options import option
 
 from .ode_transformer import ODETransformerModel
-from .teacher import copy_interface, interface_parameters, load_teacher
+from .teacher import copy_interface, load_teacher
 
 
 @dataclass(frozen=True)
@@ -40,13 +39,9 @@ class TeacherInitialisation:
 
 @register_model("stable_ode_transformer")
 class StableODETransformerModel(ODETransformerModel):
-    """ODE Transformer with stable blocks; records the update count for criterion curricula."""
+    """ODE Transformer with stable blocks."""
 
     layer_kind: ClassVar[str] = "stable"
-
-    def __init__(self, args, encoder, decoder) -> None:
-        super().__init__(args, encoder, decoder)
-        self.num_updates = 0
 
     @classmethod
     def option_classes(cls) -> List[Tuple[type, Optional[str]]]:
@@ -59,11 +54,3 @@ class StableODETransformerModel(ODETransformerModel):
             copy_interface(model, load_teacher(args.init_from_teacher, task))
             args.initialised_from_teacher = True
         return model
-
-    def set_num_updates(self, num_updates: int) -> None:
-        super().set_num_updates(num_updates)
-        self.num_updates = num_updates
-
-    def interface_parameters(self) -> List[nn.Parameter]:
-        """Embeddings, positions, final norms and output projection (what a teacher provides)."""
-        return interface_parameters(self)

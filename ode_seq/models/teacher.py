@@ -1,9 +1,12 @@
-"""The teacher of trajectory distillation: a trained pre-norm fairseq Transformer.
+"""The teacher of trajectory distillation: a trained pre-norm fairseq Transformer or ODE model.
 
-Teachers are loaded with safe unpickling, checked (a Transformer, pre-norm, the student's width
-and dictionaries: their symbols where the teacher's checkpoint records them, else their sizes)
-and never trained. The student's interface — embeddings, positions, final norms, output
-projection — may be copied from the teacher.
+A teacher's layer (block) outputs h^0 … h^L are the states its trajectory distils: a pre-norm
+``transformer``'s layers, or the blocks of an ODE translation model (``ode_transformer`` and its
+kinds; e.g. IIET with r iterations distilled into the same architecture with fewer). Teachers
+are loaded with safe unpickling, checked (a Transformer, pre-norm, blocks without a layer
+history, the student's width and dictionaries: their symbols where the teacher's checkpoint
+records them, else their sizes) and never trained. The student's interface — embeddings,
+positions, final norms, output projection — may be copied from the teacher.
 """
 
 from __future__ import annotations
@@ -57,6 +60,13 @@ def _check_teacher_args(args: argparse.Namespace, path: str) -> None:
             "distil from a pre-norm teacher (train it with --encoder-normalize-before "
             "--decoder-normalize-before)"
         )
+    mixed = [side for side in ("encoder", "decoder") if getattr(args, f"{side}_layer_history", "none") != "none"]
+    if mixed:
+        raise ValueError(
+            f"teacher {path} mixes earlier block outputs into each block's input "
+            f"({' and '.join(f'--{side}-layer-history' for side in mixed)}), so its block outputs "
+            "are not states of one trajectory: distil from a teacher without a layer history"
+        )
 
 
 def _check_dictionaries(model_state: Dict[str, Tensor], task: Any, path: str) -> None:
@@ -71,11 +81,12 @@ def _check_dictionaries(model_state: Dict[str, Tensor], task: Any, path: str) ->
 
 
 def load_teacher(path: Optional[str], task: Any) -> TransformerModel:
-    """The teacher model of checkpoint ``path`` for ``task``'s dictionaries: eval mode, frozen."""
+    """The teacher model of checkpoint ``path`` for ``task``'s dictionaries (a fairseq Transformer,
+    an ODE model's blocks integrating as it was trained): eval mode, frozen."""
     if not path:
         raise ValueError(
             "no teacher checkpoint given: pass --teacher-path with a pre-norm fairseq transformer "
-            "trained on the same data"
+            "or ODE model trained on the same data"
         )
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -93,7 +104,7 @@ def load_teacher(path: Optional[str], task: Any) -> TransformerModel:
     if not isinstance(teacher, TransformerModel):
         raise ValueError(
             f"teacher {path} is a {type(teacher).__name__}, not a fairseq Transformer "
-            "(--arch transformer or one of its architectures)"
+            "(--arch transformer, ode_transformer or one of their architectures)"
         )
     try:
         teacher.load_state_dict(state["model"], strict=True)

@@ -96,3 +96,17 @@ def test_bad_seed_is_refused_before_any_work(tmp_path):
     result = run("--work-dir", str(tmp_path / "work"), "--seeds", "1 x")
     assert result.returncode == 2 and "--seeds takes positive whole numbers, got 'x'" in result.stderr
     assert not (tmp_path / "work").exists()
+
+
+def test_an_iiet_teacher_is_distilled_into_fewer_iterations_and_scored_at_them_undistilled(tmp_path):
+    work = tmp_path / "work"
+    iiet = ["--teacher-iterations", "2", "--student-iterations", "1", "--control-times", "uniform"]
+    result = run("--work-dir", str(work), *TINY, *iiet)
+    assert result.returncode == 0, result.stderr[-4000:]
+    teacher = (work / "checkpoints" / "teacher-iie2" / "train.log").read_text()
+    student = (work / "checkpoints" / "student-iie1-from-iie2-uniform-seed1" / "train.log").read_text()
+    assert "encoder_ode_method='iie2'" in teacher and "decoder_ode_method='iie2'" in teacher
+    assert "decoder_ode_method='iie1'" in student and "criterion='ode_trajectory_distillation'" in student
+    assert "finetune_from_model=" in student and "jasmin_weight=0.0" in student
+    assert "== teacher-iie2 decoded with iie1 (--model-overrides, not distilled)" in result.stdout
+    assert result.stdout.count("BLEU") >= 3

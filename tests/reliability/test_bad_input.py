@@ -315,6 +315,10 @@ def _learned_gates_override(paths: Paths) -> Command:
     return _interactive("rk4.pt", FIXTURES, "--model-overrides", "{'ode_coefficients': 'learned'}")
 
 
+def _stage_count_override(paths: Paths) -> Command:
+    return _interactive("rk2_free.pt", FIXTURES, "--model-overrides", "{'encoder_ode_method': 'iie3'}")
+
+
 def _misspelt_override(paths: Paths) -> Command:
     return _interactive("rk4.pt", FIXTURES, "--model-overrides", "{'encoder_ode_step': 8}")
 
@@ -548,6 +552,12 @@ CASES: Dict[str, BadInput] = {
         r"do not fit the model built from its options and any --model-overrides: 4 parameters missing "
         r"from the checkpoint \(encoder\.layers\.0\.combiner\.proj\.weight and 3 more\)",
         r"fairseq-train --finetune-from-model CHECKPOINT",
+    ),
+    "--model-overrides another stage count for per-stage output weights": BadInput(
+        _stage_count_override,
+        r"output weights \(encoder\.layers\.0\.combiner\.w, shape \(2,\)\) were trained for another number "
+        r"of stages",
+        r"keep the trained method, or train with --ode-coefficients fixed or ema",
     ),
     "--model-overrides with a misspelt option": BadInput(
         _misspelt_override,

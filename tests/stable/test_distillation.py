@@ -12,10 +12,10 @@ from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, assert
 STUDENT = dict(encoder_ode_steps=4, decoder_ode_steps=4)
 
 
-def save_teacher(path, task, seed=0, **overrides):
-    """A tiny fairseq transformer (pre-norm unless overridden) saved as fairseq does."""
+def save_teacher(path, task, seed=0, arch="transformer", **overrides):
+    """A tiny fairseq transformer (pre-norm unless overridden; or model ``arch``) saved as fairseq does."""
     options = dict(encoder_normalize_before=True, decoder_normalize_before=True, dropout=0.0)
-    model, args = model_and_options("transformer", task, seed, **{**TINY, **options, **overrides})
+    model, args = model_and_options(arch, task, seed, **{**TINY, **options, **overrides})
     torch.save({"cfg": {"model": args}, "model": model.state_dict()}, path)
     return model
 
@@ -153,6 +153,41 @@ def test_teacher_of_another_width_is_refused(tmp_path):
         criterion(student, sample_for(task, [4, 3]))
 
 
+IIET = dict(arch="ode_transformer_rk4_encdec", encoder_ode_method="iie3", decoder_ode_method="iie3")
+
+
+def iiet_student(task, teacher, iterations):
+    """The teacher's architecture and weights with ``iterations`` iterations, in eval mode."""
+    method = f"iie{iterations}"
+    student = build_model(IIET["arch"], task, encoder_ode_method=method, decoder_ode_method=method, dropout=0.0)
+    student.load_state_dict(teacher.state_dict())
+    return student.eval()
+
+
+def test_an_iiet_teacher_distils_into_itself_with_zero_trajectory_loss_and_not_into_fewer_iterations(tmp_path):
+    task = TinyTask()
+    path = tmp_path / "iiet.pt"
+    teacher = save_teacher(path, task, **IIET)
+    criterion = criterion_for(task, path, control_times="uniform", jasmin_weight=0.0)
+    sample = sample_for(task, [6, 4, 7, 5])
+    same = iiet_student(task, teacher, 3)
+    with LayerEvaluations(same) as evaluations, torch.no_grad():
+        _, n, log = criterion(same, sample)
+    # Identical computations; at most the relative rounding of the states, squared.
+    assert log["trajectory"] / n <= (evaluations.count * torch.finfo(torch.float32).eps) ** 2
+    assert log["jasmin"] == 0
+    with torch.no_grad():
+        _, n, log = criterion(iiet_student(task, teacher, 1), sample)
+    assert log["trajectory"] / n > 1e-4
+
+
+def test_a_teacher_with_a_layer_history_is_refused(tmp_path):
+    path = tmp_path / "dlcl.pt"
+    save_teacher(path, TinyTask(), **IIET, encoder_layer_history="dense")
+    with pytest.raises(ValueError, match=r"--encoder-layer-history\), so its block outputs are not states"):
+        criterion_for(TinyTask(), path)
+
+
 def test_teacher_of_another_dictionary_is_refused(tmp_path):
     path = tmp_path / "other_vocab.pt"
     save_teacher(path, TinyTask(vocab=40))
@@ -160,12 +195,15 @@ def test_teacher_of_another_dictionary_is_refused(tmp_path):
         criterion_for(TinyTask(), path)
 
 
-def test_student_must_be_stable_and_have_a_step_per_teacher_layer(teacher_path):
+def test_student_must_be_an_ode_model_stable_for_jasmin_and_have_a_step_per_teacher_layer(teacher_path):
     task = TinyTask()
     criterion = criterion_for(task, teacher_path)
-    plain = build_model("ode_transformer_euler_small", task)
-    with pytest.raises(ValueError, match="needs a stable_ode_transformer student"):
+    plain = build_model("transformer", task)
+    with pytest.raises(ValueError, match="needs an ODE translation model as student"):
         criterion(plain, sample_for(task, [4]))
+    unstable = build_model("ode_transformer_euler_small", task)
+    with pytest.raises(ValueError, match="JaSMin penalises the self-attention of stable .* --jasmin-weight 0"):
+        criterion_for(task, teacher_path)(unstable, sample_for(task, [4]))
     coarse = build_model("stable_ode_transformer_small", task, encoder_layers=1, decoder_layers=1)
     with pytest.raises(ValueError, match="1 solver steps but the teacher has 2 layers"):
         criterion_for(task, teacher_path)(coarse, sample_for(task, [4]))

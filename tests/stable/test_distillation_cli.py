@@ -163,6 +163,12 @@ def test_analysis_reports_the_students_error_per_teacher_layer_and_euler_bounds(
         (["--attention-kernel", "cosine"], "--attention-kernel must be dot or l2"),
         (["--control-times", "geometric"], "--control-times must be uniform or distance"),
         (["--heads"], "option --heads needs a value"),
+        (["--teacher-iterations", "5"], "IIET is defined here for 1 to 4 iterations"),
+        (
+            ["--teacher-iterations", "2", "--student-iterations", "2", "--control-times", "uniform"],
+            "--student-iterations 2 is not fewer than --teacher-iterations 2",
+        ),
+        (["--teacher-iterations", "2"], "block by block: pass --control-times uniform"),
     ],
 )
 def test_example_script_refuses_bad_options_before_doing_anything(tmp_path, options, message):

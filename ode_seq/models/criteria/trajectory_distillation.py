@@ -11,10 +11,15 @@
   ``--ce-warmup-updates`` (the curriculum: cross-entropy joins later).
 - J: JaSMin on the student's self-attention (k = 2 by default, as ODE-ViT distils).
 
-The teacher is loaded once, in eval mode and without gradients; it is kept outside the
-criterion's submodules, so it is never saved, optimised or wrapped by DDP. The student must be a
-``stable_ode_transformer`` (it records the update count); with ``--init-from-teacher`` its
-interface (embeddings … output projection) can stay frozen for ``--freeze-interface-updates``.
+The teacher (a pre-norm ``transformer`` or an ODE translation model, :mod:`..teacher`) is loaded
+once, in eval mode and without gradients; it is kept outside the criterion's submodules, so it is
+never saved, optimised or wrapped by DDP. The student is an ODE translation model
+(``ode_transformer`` or one of its kinds; it records the update count); JaSMin needs stable
+blocks (``stable_ode_transformer``), other students take ``--jasmin-weight 0``. With
+``--init-from-teacher`` a stable student's interface (embeddings … output projection) can stay
+frozen for ``--freeze-interface-updates``. An ODE teacher distils into the same architecture with
+fewer iterations or steps (IIET's efficiency step): the student starts from the teacher's weights
+(``--finetune-from-model``), and uniform control times match block ℓ to the teacher's block ℓ.
 """
 
 import os
@@ -26,7 +31,9 @@ from fairseq.criterions import register_criterion
 from fairseq.dataclass import ChoiceEnum
 from torch import Tensor, nn
 
+from ode_seq.layers.blocks import ode_blocks
 from ode_seq.layers.recording import SolverRecord
+from ode_seq.layers.stable.attention import StableMultiheadAttention
 
 from ..teacher import check_teacher_fits, load_teacher
 from ..trajectory_errors import teacher_layer_states
@@ -47,7 +54,7 @@ STACKS = ("encoder", "decoder")
 class TrajectoryDistillationConfig(JasminCriterionConfig):
     teacher_path: Optional[str] = field(
         default=None,
-        metadata={"help": "checkpoint of the pre-norm fairseq transformer to distil (required)"},
+        metadata={"help": "checkpoint of the pre-norm fairseq transformer or ODE model to distil (required)"},
     )
     trajectory_weight: float = field(default=1.0, metadata={"help": "weight of L_traj"})
     control_times: ChoiceEnum(CONTROL_TIME_MODES) = field(
@@ -135,6 +142,7 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
         self.source_padding_idx = task.source_dictionary.pad()
         self._distances = {stack: DistanceMean() for stack in STACKS}
         self._student_checked = False
+        self._stable_student = True
 
     @property
     def teacher(self) -> nn.Module:
@@ -144,8 +152,15 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
     def _check_student(self, student: nn.Module) -> None:
         if not hasattr(student, "num_updates") or not hasattr(student, "interface_parameters"):
             raise ValueError(
-                f"ode_trajectory_distillation needs a stable_ode_transformer student (e.g. --arch "
-                f"stable_ode_transformer_small), got {type(student).__name__}"
+                f"ode_trajectory_distillation needs an ODE translation model as student (e.g. --arch "
+                f"stable_ode_transformer_small or ode_transformer_rk4_encdec_small), got {type(student).__name__}"
+            )
+        self._stable_student = any(isinstance(b.self_attn, StableMultiheadAttention) for b in ode_blocks(student))
+        if not self._stable_student and self.jasmin_weight > 0:
+            raise ValueError(
+                f"--jasmin-weight {self.jasmin_weight}: JaSMin penalises the self-attention of stable "
+                f"ODE blocks, which this {type(student).__name__} student has none of: pass "
+                "--jasmin-weight 0, or distil into a stable_ode_transformer"
             )
         check_teacher_fits(self.teacher, student)
         for stack in STACKS:
@@ -222,7 +237,7 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
             for stack in STACKS
         }
         trajectory = torch.stack(list(stack_losses.values())).mean()
-        jasmin = self.jasmin(records)
+        jasmin = self.jasmin(records) if self._stable_student else trajectory.new_zeros(())
         ce_weight = curriculum_weight(student.num_updates, self.ce_start_update, self.ce_warmup_updates, self.ce_weight)
         loss = ce_weight * ce_loss + sample_size * (self.trajectory_weight * trajectory + self.jasmin_weight * jasmin)
         logging_output = self.logging_output(
