@@ -374,6 +374,8 @@ def stub_root(tmp_path) -> Path:
     root = tmp_path / "repo"
     (root / "examples" / "translation").mkdir(parents=True)
     shutil.copy(EXAMPLES / "lib.sh", root / "examples" / "lib.sh")
+    (root / "scripts").mkdir()
+    shutil.copy(EXAMPLES.parent / "scripts" / "supervise.sh", root / "scripts" / "supervise.sh")
     for script in ("quality_study.sh", "demo_sweep.sh"):
         shutil.copy(EXAMPLES / "translation" / script, root / "examples" / "translation" / script)
     for stub in ("train_bible.sh", "run_bible_demo.sh"):

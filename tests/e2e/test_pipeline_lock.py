@@ -7,6 +7,7 @@ share its lock.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -111,11 +112,28 @@ def test_a_process_left_by_a_killed_run_still_holds_it_and_is_named(tmp_path):
 # its inputs. Inputs: just enough for the script to get there (WORK is the held directory).
 def fake_inputs(tmp: Path) -> Dict[str, tuple]:
     work = tmp / "work"
-    for name in ("data-bin/dict.en.txt", "data-bin/dict.src.txt", "bin/dict.source.txt", "bin/spm.model"):
+    for name in (
+        "data-bin/dict.en.txt",
+        "data-bin/dict.src.txt",
+        "data-bin/dict.txt",
+        "bin/dict.source.txt",
+        "bin/spm.model",
+    ):
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text("a 1\n")
-    for name in ("checkpoint_last.pt", "model.pt", "ref.txt", "gold.m2", "corpus.en", "corpus.es"):
+    for name in (
+        "checkpoint_last.pt",
+        "checkpoint_best.pt",
+        "model.pt",
+        "ref.txt",
+        "gold.m2",
+        "corpus.en",
+        "corpus.es",
+    ):
         (tmp / name).write_text("x\n")
+    for name in ("lm-bin/dict.txt", "lm-bin/test.bin", "lm-bin/test.idx"):  # an LM's test subset
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_text("a 1\n")
     w, t = str(work), str(tmp)
     save = ["--save-dir", w]
     return {
@@ -159,6 +177,17 @@ def fake_inputs(tmp: Path) -> Dict[str, tuple]:
             + ["--out-dir", w, "--gpus", "0"],
         ),
         "step_adaptation/run.sh": (work, ["--work-dir", w, "--gpus", "0"]),
+        "language_modeling/prepare.sh": (work, ["--work-dir", w]),
+        "language_modeling/train.sh": (work, ["--work-dir", w, *save, "--gpus", "0"]),
+        "language_modeling/evaluate.sh": (
+            work,
+            ["--work-dir", w, "--data-bin", f"{t}/lm-bin", "--checkpoint-dir", t, "--out-dir", w, "--gpus", "0"],
+        ),
+        "language_modeling/sample.sh": (
+            work,
+            ["--work-dir", w, "--checkpoint-dir", t, "--prompt", "In the beginning", "--out-dir", w, "--gpus", "0"],
+        ),
+        "language_modeling/demo.sh": (work, ["--work-dir", w, "--gpus", "0"]),
     }
 
 
@@ -223,7 +252,13 @@ def test_a_pipeline_killed_mid_run_refuses_a_second_run_then_resumes(tmp_path):
         assert "run corpus extraction" in first.stderr.readline() + first.stderr.readline()
         second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
         assert second.returncode == 1
-        assert f"{work} is in use by another run (PID {first.pid}, prepare_bible.sh, started" in second.stderr
+        named = re.search(
+            rf"{re.escape(str(work))} is in use by another run \(PID (\d+), prepare_bible.sh, started", second.stderr
+        )
+        assert named, second.stderr
+        # the script runs as its supervisor's child (scripts/supervise.sh), which holds the lock
+        pid = int(named.group(1))
+        assert first.pid in (pid, int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]))
     finally:
         stop(first)
         first.stderr.close()
