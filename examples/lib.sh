@@ -370,19 +370,27 @@ lock_dir() {  # lock_dir DIR — hold DIR (made if missing) for this run, or fai
     [[ "$(readlink -- "$link")" != "$lock" ]] || return 0
   done
   exec {fd}>> "$lock"
-  if ! flock --nonblock "$fd"; then
+  # A run that was killed releases the lock when the last process it started has exited: wait a
+  # little for those, not for a run that is still going.
+  if ! flock --nonblock "$fd" && ! { ! run_alive "$lock" && flock --wait 10 "$fd"; }; then
     exec {fd}>&-
     die "$1 is in use by another run ($(lock_holder "$lock")); wait until it ends, or stop it, and rerun"
   fi
   echo "PID $$, $SCRIPT_NAME, started $(date '+%F %T')" > "$lock"
 }
 
+run_alive() {  # run_alive LOCK — true while the process that took LOCK still runs (a zombie does not)
+  local pid stat
+  pid="$(cat -- "$1")"
+  pid="${pid#PID }"
+  pid="${pid%%,*}"
+  [[ "$pid" =~ ^[0-9]+$ ]] && stat="$(cat "/proc/$pid/stat" 2>/dev/null)" && [[ "${stat##*) }" != Z* ]]
+}
+
 lock_holder() {  # lock_holder LOCK — who holds LOCK: the run that took it, or the processes it left
   local taker pid
   taker="$(cat -- "$1")"
-  pid="${taker#PID }"
-  pid="${pid%%,*}"
-  if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+  if run_alive "$1"; then
     echo "$taker"
     return
   fi

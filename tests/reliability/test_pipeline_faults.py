@@ -28,12 +28,12 @@ DEMO = [str(TRANSLATION / "run_bible_demo.sh"), "--keep-checkpoints", *demo_args
 
 
 def digests(directory: Path) -> Dict[str, str]:
-    """The SHA-256 of every file under ``directory`` but fairseq-preprocess's logs (which hold
-    times), by relative path."""
+    """The SHA-256 of every file under ``directory`` but fairseq-preprocess's logs and the pipelines'
+    lock files (which hold times and process ids), by relative path."""
     return {
         str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(directory.rglob("*"))
-        if path.is_file() and path.name != "preprocess.log"
+        if path.is_file() and path.name not in ("preprocess.log", ".pipeline.lock")
     }
 
 
