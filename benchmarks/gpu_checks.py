@@ -138,7 +138,8 @@ def training_arguments(
 ) -> List[str]:
     """fairseq-train's command line for ``arch`` with ``model_options`` in ``precision`` (fp16 or
     bf16) on ``device``: shared embeddings, Adam at ``lr`` after ``warmup_updates`` of
-    inverse-square-root warm-up, label smoothing 0.1, ``max_tokens`` per batch, seed 1; then ``extra``."""
+    inverse-square-root warm-up, label smoothing 0.1, ``max_tokens`` per batch, seed 1, no
+    checkpoints (so no save directory is locked or written); then ``extra``."""
     args = [
         data_bin,
         "--user-dir",
@@ -166,6 +167,7 @@ def training_arguments(
         "--seed",
         "1",
         "--no-progress-bar",
+        "--no-save",
         *extra,
         *PRECISIONS[precision],
     ]

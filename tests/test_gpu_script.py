@@ -20,10 +20,15 @@ CONFIGS = {"residual_6_6", "rk2_learned_6_6", "rk4_6_6", "residual_24_6"}
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
+def data_bin(tmp_path_factory) -> Path:
     raw = tmp_path_factory.mktemp("corpus")
     write_reversal_corpus(raw)
     preprocess(raw, raw / "bin")
+    return raw / "bin"
+
+
+@pytest.fixture(scope="module")
+def smoke_run(data_bin, tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu-run")
     env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
     env.pop("OUT", None)
@@ -35,7 +40,7 @@ def smoke_run(tmp_path_factory):
             "--out-dir",
             str(out),
             "--data-bin",
-            str(raw / "bin"),
+            str(data_bin),
         ],
         capture_output=True,
         text=True,
@@ -94,6 +99,37 @@ def test_speed_rows_and_study_curves_are_written(smoke_run):
     summary = (out / "summary.md").read_text()
     for heading in ("## Correctness", "## Speed and memory", "## Quality study", "| residual_24_6 |"):
         assert heading in summary
+
+
+def test_training_checks_neither_lock_nor_write_a_save_directory(data_bin, tmp_path, monkeypatch):
+    """The checks and the study save no checkpoints: a ``checkpoints`` folder in the working
+    directory that another training holds (as in a checkout where one ran) must not stop them."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open('checkpoints/.fairseq-train.lock', os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        arch, options = gpu_checks.training_families(smoke=True)["residual (euler)"]
+        args = gpu_checks.training_arguments(
+            str(data_bin), arch, {**gpu_checks.SMOKE_SIZES.options(), **options}, "bf16", "cpu"
+        )
+        outcome = gpu_checks.train_a_few_updates(args)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert outcome["updates"] == gpu_checks.TRAINING_UPDATES
+    assert sorted(os.listdir(tmp_path)) == ["checkpoints"]
+    assert os.listdir(tmp_path / "checkpoints") == [".fairseq-train.lock"]
 
 
 def test_a_part_past_its_limit_is_stopped_and_keeps_its_output(tmp_path):
