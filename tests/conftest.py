@@ -108,6 +108,17 @@ def fixed_torch_threads() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def checkout_stays_clean() -> Iterator[None]:
+    """Tests write under their tmp_path, never into the checkout: a folder a tool made there (such
+    as fairseq-train's default --save-dir ``checkpoints``, made even with --no-save) changes later
+    runs, e.g. a training in this process then holds its lock."""
+    before = set(os.listdir(ROOT))
+    yield
+    made = sorted(set(os.listdir(ROOT)) - before - {".pytest_cache"})
+    assert not made, f"the tests made {made} in the checkout {ROOT}: give the tool a path under tmp_path"
+
+
 @pytest.fixture
 def task() -> TinyTask:
     return TinyTask()

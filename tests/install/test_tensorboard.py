@@ -62,6 +62,8 @@ def test_tensorboard_logdir_gets_train_and_valid_losses_and_no_tensorboardx_warn
             "--num-workers",
             "0",
             "--no-save",
+            "--save-dir",  # fairseq-train creates it even with --no-save
+            str(tmp_path / "checkpoints"),
             "--tensorboard-logdir",
             str(logdir),
         ],

@@ -20,6 +20,7 @@ CONSOLE_SCRIPTS = {
     "fairseq-interactive": "fairseq_cli.interactive",
     "fairseq-eval-lm": "fairseq_cli.eval_lm",
     "fairseq-train": "fairseq_cli.train",
+    "fairseq-preprocess": "fairseq_cli.preprocess",
 }
 
 
