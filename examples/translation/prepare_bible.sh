@@ -31,6 +31,11 @@ for split in train valid test; do
 done
 lock_dir "$WORK_DIR"
 
+# The settings are recorded before the stage publishes anything, so that a run stopped in between
+# and rerun with other settings is refused instead of mixing corpora.
+CORPUS_ID="$(content_id "$CORPUS_DIR"/{train,valid,test}.tsv.gz)"
+check_run_config "$WORK_DIR/corpus" "corpus=$CORPUS_ID train=$TRAIN_PAIRS valid=$VALID_PAIRS test=$TEST_PAIRS"
+
 # The first N pairs of each split as one raw text file per language, plus verse references.
 if run_stage "$WORK_DIR/corpus/test.ref" "corpus extraction"; then
   mkdir -p "$WORK_DIR/corpus"
@@ -48,8 +53,6 @@ if run_stage "$WORK_DIR/corpus/test.ref" "corpus extraction"; then
     publish "$WORK_DIR/corpus/$split.ref.tmp" "$WORK_DIR/corpus/$split.ref"
   done
 fi
-CORPUS_ID="$(content_id "$CORPUS_DIR"/{train,valid,test}.tsv.gz)"
-check_run_config "$WORK_DIR/corpus" "corpus=$CORPUS_ID train=$TRAIN_PAIRS valid=$VALID_PAIRS test=$TEST_PAIRS"
 
 "$REPO_ROOT/examples/translation/prepare_parallel.sh" --src "$SRC" --tgt "$TGT" \
   --train "$WORK_DIR/corpus/train" --valid "$WORK_DIR/corpus/valid" --test "$WORK_DIR/corpus/test" \
