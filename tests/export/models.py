@@ -148,7 +148,7 @@ def language_model_checkpoint(directory, arch: str, *options: str, end_early: bo
     model = task.build_model(cfg.model)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("bias") or ".combiner." in name:
+            if name.endswith("bias") or ".combiner." in name or "corrector" in name:
                 p.normal_(0, 0.1 if name.endswith("bias") else 0.5)
     if end_early:
         end_sentences_early(model)
