@@ -103,11 +103,12 @@ def m2m100_options(plain: PlainTransformer) -> Dict[str, Any]:
 
 
 def m2m100_state_dict(plain: PlainTransformer) -> Dict[str, Tensor]:
-    """fairseq's parameter names → M2M100's: the layers and norms keep theirs under ``model.``,
-    the shared embedding is ``model.shared`` (and the tied output projection ``lm_head``)."""
+    """fairseq's parameter names → M2M100's: the layers, norms and a DLCL corrector's states keep
+    theirs under ``model.``, the shared embedding is ``model.shared`` (and the tied output
+    projection ``lm_head``)."""
     state = {"model.shared.weight": plain.state_dict["encoder.embed_tokens.weight"]}
     for name, value in plain.state_dict.items():
-        if ".layers." in name or name.split(".")[1] == "layer_norm":
+        if ".layers." in name or name.split(".")[1] in ("layer_norm", "corrector_states"):
             state[f"model.{name}"] = value
     state["lm_head.weight"] = state["model.shared.weight"]
     return state

@@ -2,10 +2,12 @@
 Runge–Kutta blocks: M2M100 whose layers run ode-seq's solver core and layer field
 (:mod:`.remote_code`, written by :mod:`.remote_folder`), decoder blocks with one cache per (step, stage).
 
-Fixed-grid methods of any tableau, any steps over a weight-shared group's interval, and every
-coefficient mode (fixed, learned, learned-shared, free, free-ones, ema) are carried over; a stack
-of Euler steps becomes M2M100's own layers (:mod:`.plain`). Refused, naming the option: adaptive
-encoders, RK-sublayer blocks, other fields, layer histories, relative positions.
+Fixed-grid methods of any tableau, any steps over a weight-shared group's interval, every
+coefficient mode (fixed, learned, learned-shared, free, free-ones, ema) and PCformer's
+predictor–corrector steps (``--{side}-ode-corrector multistep`` with its history length, ``dlcl``
+in the encoder; the corrector's weights are ordinary parameters) are carried over; a stack of
+Euler steps without a corrector becomes M2M100's own layers (:mod:`.plain`). Refused, naming the
+option: adaptive encoders, RK-sublayer blocks, other fields, layer histories, relative positions.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 from . import m2m100
 from .hf_folder import TextProcessing, save_folder
 from .plain import NotRepresentable, PlainTransformer, stack_layers, stack_sizes, transformer_config
-from .remote_folder import write_code
+from .remote_folder import corrector_options, write_code
 
 REMOTE_FILES = ("configuration_ode_m2m100.py", "modeling_ode_m2m100.py")
 AUTO_MAP = {
@@ -29,13 +31,17 @@ AUTO_MAP = {
 
 
 def is_rk_stack(model, side: str) -> bool:
-    """Whether ``side`` of an ODE Transformer takes multi-stage (or adaptive) steps."""
+    """Whether ``side`` of an ODE Transformer takes multi-stage, adaptive or corrected steps."""
     return (
         isinstance(model, ODETransformerModel)
         and model.layer_kind == "standard"
         and any(
             not isinstance(b, HistoryBlock)
-            and (not isinstance(b.solver, FixedGridSolver) or b.solver.tableau.stages > 1)
+            and (
+                not isinstance(b.solver, FixedGridSolver)
+                or b.solver.tableau.stages > 1
+                or isinstance(b.solver, PredictorCorrectorSolver)
+            )
             for b in getattr(model, side).layers
         )
     )
@@ -54,10 +60,6 @@ def stack_options(model: ODETransformerModel, side: str) -> Dict[str, Any]:
             raise NotRepresentable(f"--{side}-layer-history: the remote code has no layer history")
         if block.relative_positions:
             raise NotRepresentable(f"--{side}-relative-positions: M2M100's attention has absolute positions only")
-        if isinstance(block.solver, PredictorCorrectorSolver):
-            raise NotRepresentable(
-                f"--{side}-ode-corrector {block.solver.form}: the remote code has no predictor-corrector steps"
-            )
         if not isinstance(block.solver, FixedGridSolver):
             raise NotRepresentable(
                 f"--{side}-ode-method {block.solver.method}: the remote code runs fixed-grid methods only"
@@ -72,6 +74,7 @@ def stack_options(model: ODETransformerModel, side: str) -> Dict[str, Any]:
         f"{side}_ode_method": solver.method,
         f"{side}_ode_steps": solver.steps,
         f"{side}_ode_interval": float(solver.interval),
+        **corrector_options(solver, side),
     }
 
 

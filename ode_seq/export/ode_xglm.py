@@ -5,10 +5,11 @@ step, stage); ``AutoModelForCausalLM`` loads it.
 
 Carried over: fixed-grid methods of any tableau (Runge–Kutta, and Euler at any step size), any
 steps over a weight-shared group's interval, every coefficient mode (fixed, learned,
-learned-shared, free, free-ones, ema) and the three field forms (residual-branch,
-parallel-branch, whole-layer) of pre-norm layers. Refused, naming the option: RK-sublayer blocks
-(``--ode-scope sublayer``) with several stages, predictor-corrector steps (PCformer), layer
-histories, relative positions, the non-autonomous and stable layer kinds, and whatever XGLM
+learned-shared, free, free-ones, ema), the three field forms (residual-branch, parallel-branch,
+whole-layer) of pre-norm layers and PCformer's predictor–corrector steps
+(``--decoder-ode-corrector multistep``, one cache per evaluation, the corrector's included).
+Refused, naming the option: RK-sublayer blocks (``--ode-scope sublayer``) with several stages,
+layer histories, relative positions, the non-autonomous and stable layer kinds, and whatever XGLM
 itself lacks (:mod:`.xglm`).
 """
 
@@ -20,12 +21,11 @@ from typing import Any, Dict
 from ode_seq.layers.blocks import ODEBlock
 from ode_seq.layers.layer_history import HistoryBlock
 from ode_seq.models import ODETransformerLanguageModel
-from ode_seq.solvers import PredictorCorrectorSolver
 
 from . import xglm
 from .hf_folder import TextProcessing, save_folder
 from .plain import NotRepresentable, PlainTransformer, plain_transformer, stack_sizes, transformer_lm_config
-from .remote_folder import write_code
+from .remote_folder import corrector_options, write_code
 
 REMOTE_FILES = ("configuration_ode_xglm.py", "modeling_ode_xglm.py")
 AUTO_MAP = {
@@ -42,11 +42,6 @@ def _check_block(block: Any) -> ODEBlock:
         raise NotRepresentable(
             f"--decoder-relative-positions {block.relative_positions}: XGLM's attention has absolute "
             f"positions only; {ALTERNATIVE}"
-        )
-    if isinstance(block.solver, PredictorCorrectorSolver):
-        raise NotRepresentable(
-            f"--decoder-ode-corrector {block.solver.form}: the remote code has no predictor-corrector steps; "
-            f"{ALTERNATIVE}"
         )
     if block.spec.scope != "block":
         raise NotRepresentable(
@@ -69,16 +64,18 @@ def ode_options(model: ODETransformerLanguageModel, args: Any) -> Dict[str, Any]
     for block in model.decoder.layers:
         block = _check_block(block)
         solver = block.solver
-        settings.add((solver.method, solver.steps, float(solver.interval), block.field_form))
+        corrector = tuple(sorted(corrector_options(solver, "decoder").items()))
+        settings.add((solver.method, solver.steps, float(solver.interval), block.field_form, corrector))
     if len(settings) != 1:
         raise NotRepresentable(f"the {arch} model's blocks integrate differently ({sorted(settings)}): XGLM has one")
-    method, steps, interval, field_form = settings.pop()
+    method, steps, interval, field_form, corrector = settings.pop()
     return dict(
         decoder_ode_method=method,
         decoder_ode_steps=steps,
         decoder_ode_interval=interval,
         ode_coefficients=args.ode_coefficients,
         ode_field=field_form,
+        **dict(corrector),
     )
 
 

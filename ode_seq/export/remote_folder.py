@@ -1,12 +1,15 @@
 """The custom code of an exported Hugging Face folder (``trust_remote_code=True``): the model's
 files from :mod:`.remote_code` and, copied unchanged, the files of ode-seq they import (``CARRIED``:
-the solver core and the layer field, which import only torch and each other)."""
+the solver core with PCformer's predictor–corrector steps, and the layer field, which import only
+torch and each other)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-from typing import Dict, Sequence, Tuple
+from typing import Any, Dict, Sequence, Tuple
+
+from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 
 REMOTE_CODE = os.path.join(os.path.dirname(__file__), "remote_code")
 PACKAGE = os.path.dirname(os.path.dirname(__file__))
@@ -15,6 +18,7 @@ CARRIED = tuple(
     for path in (
         ("solvers", "tableaus.py"),
         ("solvers", "fixed_grid.py"),
+        ("solvers", "predictor_corrector.py"),
         ("solvers", "observers.py"),
         ("solvers", "coefficients.py"),
         ("layers", "fields.py"),
@@ -36,3 +40,14 @@ def write_code(output: str, names: Sequence[str], auto_map: Dict[str, str]) -> T
         shutil.copyfile(path, os.path.join(output, os.path.basename(path)))
     config_class, model_class = (get_class_from_dynamic_module(reference, output) for reference in auto_map.values())
     return config_class, model_class
+
+
+def corrector_options(solver: FixedGridSolver, side: str) -> Dict[str, Any]:
+    """The config's ``{side}_ode_corrector`` (none, multistep, dlcl) and, for multistep, the
+    history length m of the corrector's m + 1 first-stage values."""
+    if not isinstance(solver, PredictorCorrectorSolver):
+        return {f"{side}_ode_corrector": "none"}
+    options = {f"{side}_ode_corrector": solver.form}
+    if solver.corrector is not None:
+        options[f"{side}_ode_corrector_history"] = solver.corrector.length - 1
+    return options

@@ -27,6 +27,15 @@ def model_and_args(arch, task, **options):
     return model, args
 
 
+def randomize_solver_weights(model) -> None:
+    """Trained-looking output coefficients and corrector weights, N(0, 0.5²), not their initial
+    values (a corrector's uniform α, β_j would hide a misordered history)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".combiner." in name or "corrector" in name:
+                p.normal_(0, 0.5)
+
+
 def log_probs(model, batch):
     """fairseq's teacher-forced log-probabilities of a (src, lengths, prev_output_tokens) batch."""
     src, lengths, prev = batch
@@ -73,6 +82,19 @@ def end_sentences_early(model, strength: float = 1.0, seed: int = 0):
     return model
 
 
+def scored_search(hf, beam: int, lenpen: float, **inputs):
+    """Greedy (``beam`` 1) or beam ``generate()`` with length penalty ``lenpen``, returning the
+    sequences and their scores; ``inputs``: the model's inputs and the length limit."""
+    return hf.generate(
+        **inputs,
+        num_beams=beam,
+        length_penalty=lenpen,
+        do_sample=False,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+
+
 def lm_hypotheses(model, prompt, beam: int, lenpen: float, max_len_b: int):
     """fairseq's hypotheses for the language model continuing ``prompt`` (token ids), as
     ``LanguageModelingTask.inference_step`` runs the SequenceGenerator: from </s>, the prompt
@@ -98,15 +120,7 @@ def assert_generate_gives_fairseqs_hypotheses(model, hf, prompt, beam: int, lenp
     assert best["tokens"][-1] == eos and len(best["tokens"]) <= max_len_b, "the hypothesis hit the cap"
     start = torch.tensor([[eos, *prompt]])
     with torch.no_grad():
-        out = hf.generate(
-            start,
-            num_beams=beam,
-            length_penalty=lenpen,
-            max_length=max_len_b + 2,
-            do_sample=False,
-            return_dict_in_generate=True,
-            output_scores=True,
-        )
+        out = scored_search(hf, beam, lenpen, input_ids=start, max_length=max_len_b + 2)
     continuation = out.sequences[0, 1:].tolist()  # after the start token
     got = continuation[: continuation.index(eos) + 1] if eos in continuation else continuation
     assert got == best["tokens"].tolist()
@@ -134,7 +148,7 @@ def language_model_checkpoint(directory, arch: str, *options: str, end_early: bo
     model = task.build_model(cfg.model)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("bias") or ".combiner." in name:
+            if name.endswith("bias") or ".combiner." in name or "corrector" in name:
                 p.normal_(0, 0.1 if name.endswith("bias") else 0.5)
     if end_early:
         end_sentences_early(model)

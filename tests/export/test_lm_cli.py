@@ -69,6 +69,7 @@ print(json.dumps({"ids": out.sequences[0].tolist(), "text": tokenizer.decode(out
     [
         ("ode_transformer_lm_euler", "XGLMForCausalLM", False),
         ("ode_transformer_lm_rk2_learned", "ODEXGLMForCausalLM", True),
+        ("ode_transformer_lm_pcformer", "ODEXGLMForCausalLM", True),  # predictor-corrector blocks
     ],
 )
 def test_lm_to_hf_generates_fairseq_generates_hypothesis_offline_with_the_saved_config(

@@ -1,7 +1,8 @@
 """ODE language models that are not plain Transformers in Hugging Face: the saved folder, loaded
 with ``AutoModelForCausalLM`` and ``trust_remote_code=True``, gives fairseq's log-probabilities,
-decodes token by token as in the teacher-forced pass (one cache per block, step and stage), and
-``generate()`` gives fairseq's hypotheses; what the remote code cannot run is refused by name."""
+decodes token by token as in the teacher-forced pass (one cache per block, step and stage, the
+corrector's evaluation of PCformer's blocks among them), and ``generate()`` gives fairseq's
+hypotheses; what the remote code cannot run is refused by name."""
 
 import pytest
 import torch
@@ -15,26 +16,33 @@ from tests.export.models import (
     end_sentences_early,
     greedy_stepwise,
     model_and_args,
+    randomize_solver_weights,
 )
 from tests.lm.conftest import TINY_LM, TINY_TIME
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding
 
 
-def _saved(tmp_path, monkeypatch, arch, end_early=False, **options):
-    """(the fairseq LM with trained-looking coefficients, the folder's model loaded by transformers)."""
+def _saved(tmp_path, monkeypatch, arch, end_early=None, **options):
+    """(the fairseq LM with trained-looking solver weights, the folder's model loaded by
+    transformers); ``end_early``: the options of :func:`~tests.export.models.end_sentences_early`,
+    if given."""
     from transformers import AutoModelForCausalLM
 
     monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
     task = TinyTask()
     model, args = model_and_args(arch, task, **{**TINY_LM, **options})
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if ".combiner." in name:
-                p.normal_(0, 0.5)
-    if end_early:
-        end_sentences_early(model)
+    randomize_solver_weights(model)
+    if end_early is not None:
+        end_sentences_early(model, **end_early)
     save(model, args, task.target_dictionary, None, str(tmp_path / "hf"))
     return model, AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"), trust_remote_code=True).eval()
+
+
+# PCformer's blocks with a Heun predictor, the corrector over this and 1 earlier step, one layer
+# shared over [0, 2] in 3 steps (the history runs over the steps of the group).
+PC_GROUP = dict(
+    decoder_ode_method="heun", decoder_ode_corrector_history=1, decoder_share_group_size=2, decoder_ode_steps=3
+)
 
 
 def _tokens(batch, length, seed=0):
@@ -54,6 +62,8 @@ def _tokens(batch, length, seed=0):
         ("ode_transformer_lm_rk2", dict(ode_field="whole-layer")),
         # Euler of step size 2/3 on whole blocks: no Transformer layer, but the remote code runs it
         ("ode_transformer_lm_euler", dict(decoder_share_group_size=2, decoder_ode_steps=3)),
+        ("ode_transformer_lm_pcformer", {}),  # RK4-EMA predictor, multistep corrector over m = 3 steps
+        ("ode_transformer_lm_pcformer", PC_GROUP),
     ],
 )
 def test_saved_folder_gives_fairseqs_log_probabilities(tmp_path, monkeypatch, arch, options):
@@ -68,8 +78,15 @@ def test_saved_folder_gives_fairseqs_log_probabilities(tmp_path, monkeypatch, ar
 
 
 @pytest.mark.numerics
-def test_decodes_token_by_token_as_the_teacher_forced_pass(tmp_path, monkeypatch):
-    model, hf = _saved(tmp_path, monkeypatch, "ode_transformer_lm_rk4", decoder_share_group_size=2, decoder_ode_steps=2)
+@pytest.mark.parametrize(
+    "arch, options",
+    [
+        ("ode_transformer_lm_rk4", dict(decoder_share_group_size=2, decoder_ode_steps=2)),
+        ("ode_transformer_lm_pcformer", PC_GROUP),  # one cache per evaluation: 2 stages + the corrector
+    ],
+)
+def test_decodes_token_by_token_as_the_teacher_forced_pass(tmp_path, monkeypatch, arch, options):
+    model, hf = _saved(tmp_path, monkeypatch, arch, **options)
     start = _tokens(2, 3)
     with torch.no_grad():
         sequences, stepwise = greedy_stepwise(hf, 6, input_ids=start)
@@ -84,7 +101,15 @@ def test_decodes_token_by_token_as_the_teacher_forced_pass(tmp_path, monkeypatch
     [([], 1, 1.0), ([], 4, 1.0), ([], 4, 0.6), ([5, 9, 7], 1, 1.0), ([5, 9, 7], 4, 0.0)],
 )
 def test_generate_gives_fairseqs_hypotheses(tmp_path, monkeypatch, prompt, beam, lenpen):
-    model, hf = _saved(tmp_path, monkeypatch, "ode_transformer_lm_rk2_learned", end_early=True)
+    model, hf = _saved(tmp_path, monkeypatch, "ode_transformer_lm_rk2_learned", end_early={})
+    assert_generate_gives_fairseqs_hypotheses(model, hf, prompt, beam, lenpen)
+
+
+@pytest.mark.parametrize("prompt, beam, lenpen", [([], 1, 1.0), ([], 4, 0.6), ([5, 9, 7], 4, 0.0)])
+def test_predictor_corrector_lm_generates_fairseqs_hypotheses(tmp_path, monkeypatch, prompt, beam, lenpen):
+    # </s> made likely enough that the hypotheses end within the cap, greedy's after 7 tokens
+    end_early = dict(strength=0.6, seed=0)
+    model, hf = _saved(tmp_path, monkeypatch, "ode_transformer_lm_pcformer", end_early=end_early, **PC_GROUP)
     assert_generate_gives_fairseqs_hypotheses(model, hf, prompt, beam, lenpen)
 
 
@@ -118,7 +143,7 @@ def test_folder_carries_the_solver_core_and_the_layer_field_unchanged(tmp_path, 
         ("ode_transformer_lm_rk2", dict(decoder_relative_positions=4), r"--decoder-relative-positions 4"),
         ("ode_transformer_lm_rk2", dict(decoder_layer_history="dense"), r"--decoder-layer-history"),
         ("ode_transformer_lm_rk2", dict(ode_scope="sublayer"), r"--ode-scope sublayer"),
-        ("ode_transformer_lm_pcformer", {}, r"--decoder-ode-corrector multistep"),
+        ("ode_transformer_lm_pcformer", dict(decoder_layer_history="dense"), r"--decoder-layer-history"),
         ("ode_transformer_lm_rk2", dict(no_decoder_final_norm=True), r"--no-decoder-final-norm"),
     ],
 )

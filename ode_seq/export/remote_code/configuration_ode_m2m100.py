@@ -8,7 +8,10 @@ class ODEM2M100Config(M2M100Config):
     """M2M100's options plus how each block of a stack integrates: ``{side}_ode_method`` (a
     tableau name of ``tableaus.py``), ``{side}_ode_steps`` N over [0, ``{side}_ode_interval``]
     (a weight-shared group's size), ``ode_coefficients`` (the stage weights' mode,
-    ``coefficients.py``). A stack of Euler steps of size 1 is M2M100's own."""
+    ``coefficients.py``), ``{side}_ode_corrector`` (PCformer's corrector after each step: none,
+    multistep over the first-stage values of this and ``{side}_ode_corrector_history`` earlier
+    steps, or dlcl, encoders only; ``predictor_corrector.py``). A stack of Euler steps of size 1
+    without a corrector is M2M100's own."""
 
     model_type = "ode_m2m_100"
     encoder_ode_method: str = "euler"
@@ -17,4 +20,8 @@ class ODEM2M100Config(M2M100Config):
     decoder_ode_method: str = "euler"
     decoder_ode_steps: int = 1
     decoder_ode_interval: float = 1.0
+    encoder_ode_corrector: str = "none"
+    encoder_ode_corrector_history: int = 3
+    decoder_ode_corrector: str = "none"
+    decoder_ode_corrector_history: int = 3
     ode_coefficients: str = "fixed"

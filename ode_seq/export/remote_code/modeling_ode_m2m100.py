@@ -9,6 +9,9 @@ Each block integrates the residual-branch field of its (pre-norm) layer over [0,
 - encoder: F(z) = a + f(z + a), a = SelfAttn(LN₁ z), f = FFN(LN₂(z + a));
 - decoder: F(z) = a + c + f(z + a + c), c = CrossAttn(LN₂(z + a)), f = FFN(LN₃(z + a + c)),
   with one self-attention cache per (step, stage) (``ode_layers.StageCachedDecoderBlock``).
+
+With ``{side}_ode_corrector`` the blocks of a stack take PCformer's predictor–corrector steps
+(``predictor_corrector.py``, see ``ode_layers.py``).
 """
 
 from typing import Any
@@ -19,16 +22,16 @@ from transformers.models.m2m_100.modeling_m2m_100 import M2M100DecoderLayer, M2M
 
 from .configuration_ode_m2m100 import ODEM2M100Config
 from .fields import Sublayer, residual_branch
-from .ode_layers import SharedSublayers, StageCachedDecoderBlock, block_solver, is_plain
+from .fixed_grid import FixedGridSolver
+from .ode_layers import SharedSublayers, StageCachedDecoderBlock, is_plain, stack_solvers
 
 
 class ODEM2M100EncoderLayer(SharedSublayers, M2M100EncoderLayer):
     """A Runge–Kutta block over M2M100's (pre-norm) encoder layer."""
 
-    def __init__(self, config: ODEM2M100Config) -> None:
+    def __init__(self, config: ODEM2M100Config, solver: FixedGridSolver) -> None:
         super().__init__(config)
-        self.solver = block_solver(config, "encoder")
-        self.combiner = self.solver.combine
+        self.use_solver(solver)
 
     def field(self, z: Tensor, attention_mask: Tensor, **kwargs: Any) -> Tensor:
         """F(z) = a + f(z + a), a(x) = Dropout(SelfAttn(LN₁ x))."""
@@ -47,24 +50,27 @@ class ODEM2M100DecoderLayer(StageCachedDecoderBlock, M2M100DecoderLayer):
     """A Runge–Kutta block over M2M100's (pre-norm) decoder layer, one cache per (step, stage);
     its inputs start with the decoder start token and are never padded (causal mask alone)."""
 
-    def __init__(self, config: ODEM2M100Config, layer_idx: int) -> None:
+    def __init__(self, config: ODEM2M100Config, layer_idx: int, solver: FixedGridSolver) -> None:
         super().__init__(config, layer_idx)
-        self.init_block(config, layer_idx)
+        self.init_block(layer_idx, solver)
 
 
 class ODEM2M100ForConditionalGeneration(M2M100ForConditionalGeneration):
-    """M2M100ForConditionalGeneration whose layers are Runge–Kutta blocks where the config says so."""
+    """M2M100ForConditionalGeneration whose layers are Runge–Kutta blocks where the config says so;
+    an encoder with the DLCL corrector holds its states as ``corrector_states``."""
 
     config_class = ODEM2M100Config
 
     def __init__(self, config: ODEM2M100Config) -> None:
         super().__init__(config)
         if not is_plain(config, "encoder"):
-            self.model.encoder.layers = nn.ModuleList(
-                ODEM2M100EncoderLayer(config) for _ in range(config.encoder_layers)
-            )
+            solvers, states = stack_solvers(config, "encoder", config.encoder_layers)
+            self.model.encoder.layers = nn.ModuleList(ODEM2M100EncoderLayer(config, s) for s in solvers)
+            if states is not None:
+                self.model.encoder.corrector_states = states
         if not is_plain(config, "decoder"):
+            solvers, _ = stack_solvers(config, "decoder", config.decoder_layers)  # DLCL: encoders only
             self.model.decoder.layers = nn.ModuleList(
-                ODEM2M100DecoderLayer(config, i) for i in range(config.decoder_layers)
+                ODEM2M100DecoderLayer(config, i, s) for i, s in enumerate(solvers)
             )
         self.post_init()

@@ -1,8 +1,8 @@
 """What the exported models' Runge–Kutta blocks share (M2M100's and XGLM's layers alike): the
-solver of a block, the feed-forward sublayer and the decoder block with one self-attention cache
-per (step, stage). Shipped in an exported folder with ``fixed_grid.py``, ``tableaus.py``,
-``coefficients.py`` and ``fields.py`` (copied from ode-seq) and loaded with
-``trust_remote_code=True``.
+solvers of a stack's blocks, the feed-forward sublayer and the decoder block with one
+self-attention cache per (step, stage). Shipped in an exported folder with ``fixed_grid.py``,
+``predictor_corrector.py``, ``tableaus.py``, ``coefficients.py`` and ``fields.py`` (copied from
+ode-seq) and loaded with ``trust_remote_code=True``.
 
 A decoder block integrates the field F of its (pre-norm) layer over [0, T] in N steps,
 k_i = F(z_n + h Σ_j a_ij k_j), z_{n+1} = z_n + h Σ_i w_i k_i, with w the tableau's b or the
@@ -10,14 +10,23 @@ trained coefficients (``combiner``), F built by ``fields.layer_field`` from the 
 a = SelfAttn(LN₁ x), c = CrossAttn(LN₂ x) (encoder–decoder models only), f = FFN(LN₃ x); the
 residual-branch form is F(z) = a + c + f(z + a + c) with a read at z and c at z + a.
 
-Stage i of step n at position t attends to the keys and values that stage computed at positions
-≤ t, so decoding token by token equals the teacher-forced pass. The caches of all stages live in
+With ``{side}_ode_corrector`` a stack takes PCformer's predictor–corrector steps
+(``predictor_corrector.py``): the step above is the prediction P, one more evaluation F̂ = F(P)
+(stage s) corrects it, ``multistep`` as y_{n+1} = y_n + h (α F̂ + Σ_{j=0}^{m} β_j k_1^{(n−j)})
+over the first-stage values of the stack's steps so far (m = ``{side}_ode_corrector_history``;
+α, β_j the block's ``corrector``), ``dlcl`` through the DLCL mixes of the stack's states (the
+stack's ``corrector_states``). The history belongs to one pass over the stack at the current
+positions: its first block starts it, and nothing of it is cached across time.
+
+Evaluation i of step n (the s stages, then the corrector's) at position t attends to the keys and
+values that evaluation computed at positions ≤ t, so decoding token by token equals the
+teacher-forced pass. The caches of all evaluations live in
 the block's slot of transformers' cache, side by side along the head axis (so beam reordering
 moves them together); cross-attention keys and values are the same for every stage and cached
 once per block.
 """
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -26,35 +35,68 @@ from transformers.cache_utils import EncoderDecoderCache
 from .coefficients import build_combiner
 from .fields import Sublayer, feed_forward, layer_field
 from .fixed_grid import FixedGridSolver
+from .predictor_corrector import FirstStageHistory, MultistepCorrector, PredictorCorrectorSolver, StateHistory
 from .tableaus import get_tableau
 
 
-def block_solver(config: Any, side: str) -> FixedGridSolver:
-    """The solver of one block of ``side``, with a new output combination (``combine``):
-    ``{side}_ode_method`` (a tableau of ``tableaus.py``), ``{side}_ode_steps`` N over
-    [0, ``{side}_ode_interval``], the stage weights ``ode_coefficients``."""
+def stack_solvers(config: Any, side: str, blocks: int) -> Tuple[List[FixedGridSolver], Optional[StateHistory]]:
+    """The solvers of the ``blocks`` blocks of ``side`` in order, each with a new output
+    combination (``combine``): ``{side}_ode_method`` (a tableau of ``tableaus.py``),
+    ``{side}_ode_steps`` N over [0, ``{side}_ode_interval``], the stage weights
+    ``ode_coefficients``; with ``{side}_ode_corrector`` predictor–corrector steps sharing the
+    stack's history, which the first block starts. Also the stack's DLCL states (``dlcl``: a module
+    the stack registers as ``corrector_states``), else None."""
     tableau = get_tableau(getattr(config, f"{side}_ode_method"))
     mode = config.ode_coefficients if tableau.stages > 1 else "fixed"
-    return FixedGridSolver(
-        tableau,
-        steps=getattr(config, f"{side}_ode_steps"),
-        interval=float(getattr(config, f"{side}_ode_interval")),
-        combine=build_combiner(mode, tableau, config.d_model),
-    )
+    form = getattr(config, f"{side}_ode_corrector", "none")
+    states = StateHistory(blocks, config.d_model) if form == "dlcl" else None
+    first_stages = FirstStageHistory()
+
+    def corrector(index: int) -> Dict[str, Any]:
+        if form == "none":
+            return {}
+        if states is not None:
+            return dict(states=states, starts_history=index == 0)
+        history = getattr(config, f"{side}_ode_corrector_history")
+        return dict(corrector=MultistepCorrector(history), history=first_stages, starts_history=index == 0)
+
+    solver_class = FixedGridSolver if form == "none" else PredictorCorrectorSolver
+    solvers = [
+        solver_class(
+            tableau,
+            steps=getattr(config, f"{side}_ode_steps"),
+            interval=float(getattr(config, f"{side}_ode_interval")),
+            combine=build_combiner(mode, tableau, config.d_model),
+            **corrector(index),
+        )
+        for index in range(blocks)
+    ]
+    return solvers, states
 
 
 def is_plain(config: Any, side: str) -> bool:
-    """Whether ``side``'s blocks are Euler steps of size 1 (of the residual-branch field), i.e.
-    transformers' own pre-norm layers."""
+    """Whether ``side``'s blocks are Euler steps of size 1 (of the residual-branch field) without a
+    corrector, i.e. transformers' own pre-norm layers."""
     return (
         getattr(config, f"{side}_ode_method") == "euler"
         and getattr(config, f"{side}_ode_steps") == 1
         and float(getattr(config, f"{side}_ode_interval")) == 1.0
+        and getattr(config, f"{side}_ode_corrector", "none") == "none"
     )
 
 
 class SharedSublayers:
-    """What the fields of transformers' pre-norm layers share: dropouts and the FFN sublayer."""
+    """What the blocks over transformers' pre-norm layers share: their solver's modules, dropouts
+    and the FFN sublayer."""
+
+    def use_solver(self, solver: FixedGridSolver) -> None:
+        """Integrate with ``solver``, registering its trained weights: the output combination as
+        ``combiner``, a multistep corrector's α, β_j as ``corrector`` (fairseq's names)."""
+        self.solver = solver
+        self.combiner = solver.combine
+        corrector = getattr(solver, "corrector", None)
+        if corrector is not None:
+            self.corrector = corrector
 
     def apply_dropout(self, x: Tensor) -> Tensor:
         return nn.functional.dropout(x, p=self.dropout, training=self.training)
@@ -83,11 +125,10 @@ class StageCachedDecoderBlock(SharedSublayers):
 
     field_form: str = "residual-branch"
 
-    def init_block(self, config: Any, layer_idx: int, field_form: str = "residual-branch") -> None:
+    def init_block(self, layer_idx: int, solver: FixedGridSolver, field_form: str = "residual-branch") -> None:
         self.layer_idx = layer_idx
         self.field_form = field_form
-        self.solver = block_solver(config, "decoder")
-        self.combiner = self.solver.combine
+        self.use_solver(solver)
 
     def self_attention_mask(self, attention_mask: Optional[Tensor]) -> Optional[Tensor]:
         """The additive mask (batch × 1 × T × past+T) self-attention adds to its scores, given the
@@ -145,7 +186,7 @@ class StageCachedDecoderBlock(SharedSublayers):
             layer = self_cache.layers[self.layer_idx]
             past = (layer.keys, layer.values)
         new: List[Tuple[Tensor, Tensor]] = []
-        stages = self.solver.tableau.stages
+        evaluations = self.solver.evaluations_per_step
         mask = self.self_attention_mask(attention_mask)
 
         def cross_attention(x: Tensor) -> Tensor:
@@ -162,7 +203,7 @@ class StageCachedDecoderBlock(SharedSublayers):
             """F(z) with the self-attention cache of (step, stage)."""
 
             def self_attention(x: Tensor) -> Tensor:
-                a = self.self_attention(self.self_attn_layer_norm(x), step * stages + stage, past, new, mask)
+                a = self.self_attention(self.self_attn_layer_norm(x), step * evaluations + stage, past, new, mask)
                 return self.apply_dropout(a)
 
             sublayers = [Sublayer(self_attention)]
