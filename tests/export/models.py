@@ -20,19 +20,18 @@ def model_and_args(arch, task, **options):
     """(model in eval mode without dropout, its fairseq options); biases made non-zero."""
     model, args = model_and_options(arch, task, **{**TINY, "dropout": 0.0, **options})
     model.eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0, 0.1)
+    randomize_parameters(model, biases=True)
     return model, args
 
 
-def randomize_solver_weights(model) -> None:
-    """Trained-looking output coefficients and corrector weights, N(0, 0.5²), not their initial
-    values (a corrector's uniform α, β_j would hide a misordered history)."""
+def randomize_parameters(model, biases: bool = False, solver_weights: bool = False) -> None:
+    """Trained-looking values instead of the initial ones: biases N(0, 0.1²), output coefficients
+    and corrector weights N(0, 0.5²) (a corrector's uniform α, β_j would hide a misordered history)."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if ".combiner." in name or "corrector" in name:
+            if biases and name.endswith("bias"):
+                p.normal_(0, 0.1)
+            elif solver_weights and (".combiner." in name or "corrector" in name):
                 p.normal_(0, 0.5)
 
 
@@ -146,10 +145,7 @@ def language_model_checkpoint(directory, arch: str, *options: str, end_early: bo
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(0)
     model = task.build_model(cfg.model)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias") or ".combiner." in name or "corrector" in name:
-                p.normal_(0, 0.1 if name.endswith("bias") else 0.5)
+    randomize_parameters(model, biases=True, solver_weights=True)
     if end_early:
         end_sentences_early(model)
     checkpoint = directory / "checkpoint.pt"

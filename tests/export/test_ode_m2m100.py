@@ -16,7 +16,7 @@ from tests.export.models import (
     greedy_stepwise,
     log_probs,
     model_and_args,
-    randomize_solver_weights,
+    randomize_parameters,
     scored_search,
 )
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, score_tolerance
@@ -66,7 +66,7 @@ def test_saved_folder_with_remote_code_gives_fairseqs_log_probabilities(tmp_path
     monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
     task = TinyTask()
     model, args = model_and_args(arch, task, **SHARED, **options)
-    randomize_solver_weights(model)
+    randomize_parameters(model, solver_weights=True)
     assert has_rk_stack(model)
     save(model, args, task.source_dictionary, task.target_dictionary, None, str(tmp_path / "hf"))
     hf = AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "hf"), trust_remote_code=True).eval()
@@ -89,7 +89,7 @@ def _saved_model(tmp_path, monkeypatch, arch, end_early=None, **options):
     monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
     task = TinyTask()
     model, args = model_and_args(arch, task, **SHARED, **options)
-    randomize_solver_weights(model)
+    randomize_parameters(model, solver_weights=True)
     if end_early is not None:
         end_sentences_early(model, **end_early)
     save(model, args, task.source_dictionary, task.target_dictionary, None, str(tmp_path / "hf"))

@@ -16,7 +16,7 @@ from tests.export.models import (
     end_sentences_early,
     greedy_stepwise,
     model_and_args,
-    randomize_solver_weights,
+    randomize_parameters,
 )
 from tests.lm.conftest import TINY_LM, TINY_TIME
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding
@@ -31,7 +31,7 @@ def _saved(tmp_path, monkeypatch, arch, end_early=None, **options):
     monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
     task = TinyTask()
     model, args = model_and_args(arch, task, **{**TINY_LM, **options})
-    randomize_solver_weights(model)
+    randomize_parameters(model, solver_weights=True)
     if end_early is not None:
         end_sentences_early(model, **end_early)
     save(model, args, task.target_dictionary, None, str(tmp_path / "hf"))
