@@ -7,9 +7,12 @@ causal mask, the encoder output held fixed; for a language model's decoder on it
 (T, d), causal mask. A fixed-grid block of N steps is N maps of time step h (a non-autonomous
 stack is N maps with weights θ(t_n)); an adaptive block and a plain fairseq
 layer are one map over their interval. Each layer's call is captured (arguments included) during
-one forward pass and replayed on perturbed states, so the maps are exactly the model's. Stacks
-with layer history (DLCL) are skipped: their state is the whole history, not the previous
-block's output.
+one forward pass and replayed on perturbed states, so the maps are exactly the model's.
+
+A stack of predictor–corrector blocks in the paper's multistep form carries the first-stage values
+of its last m steps, so its maps act on that state, z_n = [y_n, k_1^{(n−1)}, …, k_1^{(n−m)}]
+(T, (m + 1) d), and the exponents are the augmented state's. Stacks whose state is every earlier
+block output (layer history, DLCL; the public code's DLCL corrector) are skipped.
 """
 
 from __future__ import annotations
@@ -99,6 +102,40 @@ def step_maps(layer: nn.Module, args: tuple, kwargs: dict) -> List[Tuple[Callabl
     return [(batch_of_one(layer.step_map(n, *args[1:], **kwargs)), solver.step_size) for n in range(solver.steps)]
 
 
+def multistep_maps(calls: List[BlockCall]) -> List[Tuple[Callable[[Tensor], Tensor], float]]:
+    """(map, time step) for each step of a stack of multistep predictor–corrector blocks, in order:
+    z_n ↦ z_{n+1} on the augmented state z_n = [y_n, k_1^{(n−1)}, …, k_1^{(n−m)}] (T, (m + 1) d)
+    of a batch of one. Slots before the stack's first step are unused (the corrector repeats its
+    oldest value there)."""
+    maps = []
+    for layer, args, kwargs in calls:
+        solver, field = layer.solver, layer.vector_field(*args[1:], **kwargs)
+        for n in range(solver.steps):
+            maps.append((_multistep_map(solver, field, n, known=len(maps)), solver.step_size))
+    return maps
+
+
+def _multistep_map(solver: PredictorCorrectorSolver, field, step: int, known: int) -> Callable[[Tensor], Tensor]:
+    """z_n ↦ z_{n+1} for ``step`` of ``solver``, reading ``known`` earlier first-stage values."""
+    m = solver.corrector.length - 1
+
+    def f(z: Tensor) -> Tensor:
+        y, *earlier = z.unsqueeze(1).chunk(m + 1, dim=-1)
+        y_next, first_stages = solver.multistep_step(field, y, earlier[:known], step)
+        return torch.cat([y_next, *first_stages[:m]], dim=-1).squeeze(1)
+
+    return f
+
+
+def multistep_start(stack_input: Tensor, calls: List[BlockCall]) -> Tensor:
+    """z_0 = [y_0, 0, …, 0]: the stack's input and its m unused history slots."""
+    m = calls[0][0].solver.corrector.length - 1
+    return torch.cat([stack_input] + [torch.zeros_like(stack_input)] * m, dim=-1)
+
+
+NOT_ONE_BLOCK = "so the state is not one block's output and the per-block QR propagation does not apply"
+
+
 def stack_sensitivity(
     stack: nn.Module, calls: List[BlockCall], tokens: List[str], num_exponents: Optional[int]
 ) -> StackSensitivity:
@@ -106,23 +143,22 @@ def stack_sensitivity(
     if any(isinstance(m, HistoryBlock) for m in stack.modules()):
         return StackSensitivity(
             tokens,
-            skipped=(
-                "layer history (DLCL): a block's input mixes all previous outputs, so the state is "
-                "not one block's output and the per-block QR propagation does not apply"
-            ),
+            skipped=f"layer history (DLCL): a block's input mixes all previous outputs, {NOT_ONE_BLOCK}",
         )
-    if any(isinstance(getattr(m, "solver", None), PredictorCorrectorSolver) for m in stack.modules()):
+    solvers = [getattr(m, "solver", None) for m in stack.modules()]
+    corrected = [s for s in solvers if isinstance(s, PredictorCorrectorSolver)]
+    if any(s.form == "dlcl" for s in corrected):
         return StackSensitivity(
             tokens,
-            skipped=(
-                "predictor-corrector steps (--*-ode-corrector): a step reads the history of earlier "
-                "steps, so the state is not one block's output and the per-block QR propagation does not apply"
-            ),
+            skipped=f"the DLCL corrector (--*-ode-corrector dlcl) mixes all previous outputs, {NOT_ONE_BLOCK}",
         )
     if not calls:
         return StackSensitivity(tokens, skipped="the stack has no layers")
-    steps = [step for call in calls for step in step_maps(*call)]
     x0 = calls[0][1][0].squeeze(1).detach()
+    if corrected:
+        steps, x0 = multistep_maps(calls), multistep_start(x0, calls)
+    else:
+        steps = [step for call in calls for step in step_maps(*call)]
     return StackSensitivity(
         tokens,
         token_lyapunov_exponents(

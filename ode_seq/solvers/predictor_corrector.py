@@ -30,7 +30,7 @@ solve starts it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
@@ -53,13 +53,9 @@ class FirstStageHistory:
     def push(self, k1: Tensor) -> None:
         self.values.append(k1)
 
-    def newest(self, count: int) -> List[Tensor]:
-        """k_1^{(n)}, k_1^{(n−1)}, …: ``count`` values, newest first, the oldest repeated where
-        the stack has fewer."""
-        if not self.values:
-            raise RuntimeError("the first-stage history is empty: a corrector step reads it after pushing k_1")
-        recent = self.values[::-1][:count]
-        return recent + [self.values[0]] * (count - len(recent))
+    def latest(self, count: int) -> List[Tensor]:
+        """k_1^{(n)}, k_1^{(n−1)}, …: the ``count`` newest values (fewer early in the stack)."""
+        return self.values[::-1][:count]
 
 
 class MultistepCorrector(nn.Module):
@@ -158,15 +154,38 @@ class PredictorCorrectorSolver(FixedGridSolver):
     ) -> Tensor:
         if isinstance(field, SplitField):
             raise TypeError("a predictor-corrector step integrates the whole field, not a split one")
+        if self.states is None:
+            earlier = self.history.latest(self.corrector.length - 1)
+            y_next, first_stages = self.multistep_step(field, y, earlier, step, observer)
+            self.history.push(first_stages[0])
+            return y_next
+        ks = self.stage_values(field, y, step, observer)
+        x = self.states.predicted(advance(y, self.increment(ks), self.step_size))
+        return self.states.corrected(
+            self.evaluate(field, self.corrector_time(step), x, step, self.tableau.stages, observer)
+        )
+
+    def corrector_time(self, step: int) -> float:
+        """t_{n+1} = (n + 1) h, where the corrector evaluates F."""
+        return (step + 1) * self.step_size
+
+    def multistep_step(
+        self,
+        field: VectorField,
+        y: Tensor,
+        earlier: Sequence[Tensor],
+        step: int,
+        observer: Optional[SolveObserver] = None,
+    ) -> Tuple[Tensor, List[Tensor]]:
+        """(y_{n+1}, [k_1^{(n)}, …, k_1^{(n−m)}]) from y_n and ``earlier`` = k_1^{(n−1)}, … (at most
+        m, newest first; the oldest value stands in for those before the stack's first step): the
+        multistep form's step as a function of the state it carries, reading no shared history."""
         ks = self.stage_values(field, y, step, observer)
         prediction = advance(y, self.increment(ks), self.step_size)
-        t, stage = (step + 1) * self.step_size, self.tableau.stages
-        if self.states is not None:
-            x = self.states.predicted(prediction)
-            return self.states.corrected(self.evaluate(field, t, x, step, stage, observer))
-        f_hat = self.evaluate(field, t, prediction, step, stage, observer)
-        self.history.push(ks[0])
-        return advance(y, self.corrector(f_hat, self.history.newest(self.corrector.length)), self.step_size)
+        f_hat = self.evaluate(field, self.corrector_time(step), prediction, step, self.tableau.stages, observer)
+        first_stages = [ks[0], *earlier]
+        first_stages += [first_stages[-1]] * (self.corrector.length - len(first_stages))
+        return advance(y, self.corrector(f_hat, first_stages), self.step_size), first_stages
 
     def solve(
         self,

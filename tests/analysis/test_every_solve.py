@@ -9,10 +9,18 @@ import torch
 
 from ode_seq.analysis.layer_weights import stack_weights
 from ode_seq.analysis.spectra import FeedForwardWeights, feed_forward_eigenvalues, layer_spectra
-from ode_seq.analysis.token_sensitivity import capture_block_calls, sentence_sensitivity, stack_sensitivity, step_maps
+from ode_seq.analysis.token_sensitivity import (
+    capture_block_calls,
+    multistep_maps,
+    multistep_start,
+    sentence_sensitivity,
+    stack_sensitivity,
+    step_maps,
+)
 from ode_seq.analysis.trajectories import record_trajectories
 from tests.conftest import build_model, random_batch
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, assert_rows_sum_to_one
+from tests.test_predictor_corrector import pc_model
 
 TIME = dict(time_features=4, time_hidden_dim=8, time_embed_dim=4)
 
@@ -137,7 +145,35 @@ def test_non_autonomous_lyapunov_maps_are_the_solver_steps(task):
     assert_equal_up_to_rounding(x, expected, evaluations.count)
 
 
-def test_token_sensitivity_skips_predictor_corrector_stacks_naming_the_history(task):
-    model = build_model("pcformer_small", task, encoder_ode_method="heun")
+def test_predictor_corrector_maps_on_the_augmented_state_replay_the_stack_and_read_its_history(task):
+    model = pc_model(encoder_ode_corrector_history=2)
+    source, target = _source(task), torch.tensor([7, 8, 9])
+    prev = torch.cat([torch.tensor([task.target_dictionary.eos()]), target])[None]
+    calls = capture_block_calls(model, source[None], prev)["encoder"]
+    y0 = calls[0][1][0].squeeze(1)
+    z = multistep_start(y0, calls)
+    assert z.shape == (6, 3 * y0.shape[-1])  # y and m = 2 first-stage values per token
+    maps = [f for f, _ in multistep_maps(calls)]
+    with torch.no_grad():
+        expected = model.encoder(source[None], torch.tensor([6]), return_all_hiddens=True)["encoder_states"][-1]
+        with LayerEvaluations(model.encoder) as evaluations:
+            states = [z]
+            for f in maps:
+                states.append(f(states[-1]))
+    assert_equal_up_to_rounding(states[-1][:, : y0.shape[-1]], expected.squeeze(1), evaluations.count)
+    # the history slots are read from the stack's second step on, and only then
+    bumped = [z.clone() for z in states]
+    for z in bumped:
+        z[:, y0.shape[-1] :] += 0.1
+    with torch.no_grad():
+        assert torch.equal(maps[0](bumped[0]), states[1])
+        assert not torch.equal(maps[2](bumped[2])[:, : y0.shape[-1]], states[3][:, : y0.shape[-1]])
+    result = sentence_sensitivity(model, source, target, _names, num_exponents=3)["encoder"].result
+    assert result.exponents.shape == (6, 3) and np.isfinite(result.exponents).all()
+    assert result.running_max.shape == (len(maps), 6)
+
+
+def test_token_sensitivity_skips_the_dlcl_corrector_naming_it(task):
+    model = build_model("pcformer_small", task, encoder_ode_method="heun", encoder_ode_corrector="dlcl")
     skipped = stack_sensitivity(model.encoder, [], ["w1"], None).skipped
-    assert skipped and "--*-ode-corrector" in skipped and "history of earlier steps" in skipped
+    assert skipped and "DLCL corrector" in skipped and "--*-ode-corrector dlcl" in skipped
