@@ -115,6 +115,21 @@ def test_the_residual_model_is_fairseqs_prenorm_transformer_lm_of_the_same_size(
     assert {k: v for k, v in shapes[ODE_ARCH].items() if k not in gates} == shapes["transformer_lm"]
 
 
+def test_both_models_train_with_the_demos_batches_dropout_and_schedule(demo):
+    from ode_seq.checkpoint_files import load_checkpoint
+
+    for arch in (ODE_ARCH, "transformer_lm"):
+        cfg = load_checkpoint(str(demo[0] / "checkpoints" / arch / "checkpoint_best.pt"))["cfg"]
+        model = cfg["model"] if isinstance(cfg["model"], dict) else vars(cfg["model"])
+        assert (cfg["dataset"]["max_tokens"], model["dropout"]) == (2048, 0.0)  # demo.sh's defaults
+        scheduler = cfg["lr_scheduler"]
+        assert (scheduler["_name"], scheduler["warmup_updates"], scheduler["total_num_update"]) == (
+            "polynomial_decay",
+            2,  # --warmup 2, given
+            6,
+        )
+
+
 def test_samples_continue_prompts_from_the_test_verses(demo):
     shown = demo[1].stdout.split("each line starts with its prompt):\n")[1].split("\n\n")[0].splitlines()
     assert len(shown) == 3
