@@ -14,12 +14,13 @@ from fairseq.trainer import Trainer
 from ode_seq.analysis.error_bounds import block_error_bounds
 from ode_seq.analysis.lyapunov import token_lyapunov_exponents
 from ode_seq.analysis.model_inputs import language_model_pass
-from ode_seq.analysis.token_sensitivity import capture_calls, context_sensitivity
+from ode_seq.analysis.token_sensitivity import capture_calls, context_sensitivity, multistep_maps, multistep_start
 from ode_seq.analysis.trajectories import record_trajectories
 from ode_seq.cli.analyze import main as analyze
 from ode_seq.models.in_process import parse_training_args
 from tests.lm.conftest import TINY_TIME, build_lm, lm_training_args
 from tests.lm.test_lm_models import random_tokens
+from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding
 
 
 def test_trajectories_record_every_stage_of_every_decoder_block():
@@ -48,6 +49,24 @@ def test_context_exponents_are_those_of_the_decoder_layers_with_the_causal_mask(
     assert result.result.exponents.shape == (7, 32)
     # float64 QR of the same float32 Jacobians.
     torch.testing.assert_close(torch.from_numpy(result.result.exponents), torch.from_numpy(expected.exponents))
+
+
+def test_pcformer_lm_context_exponents_follow_its_augmented_state():
+    model = build_lm("ode_transformer_lm_pcformer", decoder_layers=3, decoder_ode_corrector_history=1).eval()
+    context = random_tokens(1, 5)[0]
+    calls = capture_calls(model, language_model_pass(context[None]))["decoder"]
+    y0 = calls[0][1][0].squeeze(1)
+    dim = y0.shape[-1]
+    with torch.no_grad():
+        expected = model.decoder(context[None], features_only=True)[1]["inner_states"][-1].squeeze(1)
+        with LayerEvaluations(model.decoder) as evaluations:
+            z = multistep_start(y0, calls)
+            for f, _ in multistep_maps(calls):
+                z = f(z)
+    assert z.shape == (5, 2 * dim)  # y and the m = 1 earlier first-stage value
+    assert_equal_up_to_rounding(z[:, :dim], expected, evaluations.count)
+    result = context_sensitivity(model, context, lambda i, side: str(i), num_exponents=4)["decoder"].result
+    assert result.exponents.shape == (5, 4) and torch.isfinite(torch.from_numpy(result.exponents)).all()
 
 
 def test_euler_error_bounds_of_a_non_autonomous_lm_compare_bound_and_measured_error():
