@@ -59,8 +59,22 @@ def pipeline_env(**extra: str) -> Dict[str, str]:
     )
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
+
+
+def default_stop_signals() -> None:
+    """Give the stop signals their default action, unblocked, in a child about to start, as a
+    terminal would: a child inherits ignored and blocked signals from the test process (a suite
+    run under ``nohup`` ignores SIGHUP, a background job SIGINT), and a shell cannot trap a
+    signal that was ignored when it started."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 class Run:
-    """A command started with a fresh mark; its standard output and error go to files in ``logs``."""
+    """A command started with a fresh mark, the stop signals at their default actions (as from a
+    terminal); its standard output and error go to files in ``logs``."""
 
     def __init__(
         self, command: Sequence[str], logs: Path, env: Optional[Dict[str, str]] = None, new_session: bool = False
@@ -76,6 +90,7 @@ class Run:
                 cwd=ROOT,
                 env={**(env or pipeline_env()), MARK: self.mark},
                 start_new_session=new_session,
+                preexec_fn=default_stop_signals,
             )
 
     def ours(self) -> List[psutil.Process]:
