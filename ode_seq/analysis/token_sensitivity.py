@@ -117,7 +117,7 @@ def multistep_maps(calls: List[BlockCall]) -> List[Tuple[Callable[[Tensor], Tens
 
 def _multistep_map(solver: PredictorCorrectorSolver, field, step: int, known: int) -> Callable[[Tensor], Tensor]:
     """z_n ↦ z_{n+1} for ``step`` of ``solver``, reading ``known`` earlier first-stage values."""
-    m = solver.corrector.length - 1
+    m = solver.history_length
 
     def f(z: Tensor) -> Tensor:
         y, *earlier = z.unsqueeze(1).chunk(m + 1, dim=-1)
@@ -129,7 +129,7 @@ def _multistep_map(solver: PredictorCorrectorSolver, field, step: int, known: in
 
 def multistep_start(stack_input: Tensor, calls: List[BlockCall]) -> Tensor:
     """z_0 = [y_0, 0, …, 0]: the stack's input and its m unused history slots."""
-    m = calls[0][0].solver.corrector.length - 1
+    m = calls[0][0].solver.history_length
     return torch.cat([stack_input] + [torch.zeros_like(stack_input)] * m, dim=-1)
 
 

@@ -145,6 +145,11 @@ class PredictorCorrectorSolver(FixedGridSolver):
     def evaluations_per_step(self) -> int:
         return self.tableau.stages + 1
 
+    @property
+    def history_length(self) -> int:
+        """m: the earlier first-stage values a multistep step reads besides its own."""
+        return self.corrector.length - 1
+
     def step(
         self,
         field: Union[VectorField, SplitField],
@@ -155,7 +160,7 @@ class PredictorCorrectorSolver(FixedGridSolver):
         if isinstance(field, SplitField):
             raise TypeError("a predictor-corrector step integrates the whole field, not a split one")
         if self.states is None:
-            earlier = self.history.latest(self.corrector.length - 1)
+            earlier = self.history.latest(self.history_length)
             y_next, first_stages = self.multistep_step(field, y, earlier, step, observer)
             self.history.push(first_stages[0])
             return y_next
