@@ -14,10 +14,11 @@ ALLOWED = {
     "checkpoint_files": {"output_files"},
     "output_files": set(),
     "training_data": set(),
+    "model_inputs": set(),
     "text_files": set(),
     "layers": {"solvers", "options"},
-    "models": {"solvers", "layers", "options", "checkpoint_files", "training_data"},
-    "analysis": {"solvers", "layers", "checkpoint_files"},
+    "models": {"solvers", "layers", "options", "checkpoint_files", "training_data", "model_inputs"},
+    "analysis": {"solvers", "layers", "checkpoint_files", "model_inputs"},
     "fairseq_fixes": {"checkpoint_files", "output_files", "training_data", "text_files"},
     "export": {"solvers", "layers", "models", "checkpoint_files"},
     "cli": {
@@ -29,6 +30,7 @@ ALLOWED = {
         "output_files",
         "metrics",
         "training_data",
+        "model_inputs",
     },
     "metrics": {"output_files", "text_files"},
 }

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Quality study on the bundled English→Spanish Bible corpus: residual 6-6, RK2 with learned
-# coefficients 6-6, RK4 6-6 (ODE blocks in the encoder, as in the paper) and a residual 24-6 model
-# with the same layer evaluations as RK4 6-6, each trained with several seeds, then averaged,
+# coefficients 6-6, RK4 6-6 (ODE blocks in the encoder, as in the paper), a residual 24-6 model
+# with the same layer evaluations as RK4 6-6, and the successors PCformer 6-6 (RK4 predictor with
+# EMA weights, multistep corrector) and IIET 6-6 (3 iterations), each trained with several seeds, then averaged,
 # decoded (beam 4) and scored; docs-ready table of mean ± standard deviation, with each seed's
 # paired-bootstrap p-value against the residual 6-6 model of the same seed.
 # By default every configuration gets one recipe (--lr, --warmup). With --tune, each configuration's
 # peak learning rate and warmup are first tuned on the validation set (final validation NLL of the
 # first seed, training only): the peak lr over --tune-lrs at --warmup, then the warmup over
 # --tune-warmups at the best lr; the comparison then trains every seed with each configuration's
-# best setting (the tuning run of the first seed is reused).
+# best setting (the tuning run of the first seed is reused). A warmup of --tune-warmups equal to
+# --warmup is phase 1's own run, so `--tune-warmups WARMUP` tunes the lr alone. `--setting
+# CONFIG=LR/WARMUP` gives a configuration its setting (an earlier tuning's choice) instead of tuning it.
 # Runs go in parallel (--jobs), one thread each unless OMP_NUM_THREADS says otherwise; finished
 # stages are reused when the study is rerun, so an interrupted study resumes with the same command.
 #
@@ -24,15 +27,20 @@ declare -A CONFIG_ARCH=(
   [rk2_learned_6_6]=ode_transformer_rk2_learned_small
   [rk4_6_6]=ode_transformer_rk4_small
   [residual_24_6]=ode_transformer_euler_small
+  [pcformer_6_6]=pcformer_small
+  [iiet_6_6]=ode_transformer_rk4_small
 )
-declare -A CONFIG_ENCODER_LAYERS=([residual_6_6]=6 [rk2_learned_6_6]=6 [rk4_6_6]=6 [residual_24_6]=24)
+declare -A CONFIG_ENCODER_LAYERS=([residual_6_6]=6 [rk2_learned_6_6]=6 [rk4_6_6]=6 [residual_24_6]=24
+  [pcformer_6_6]=6 [iiet_6_6]=6)
+declare -A CONFIG_MODEL_ARGS=([iiet_6_6]="--encoder-ode-method iie3")  # beyond the architecture's own
 # Most expensive configuration first: the short runs fill the gaps at the end of each phase.
-CONFIG_ORDER="residual_24_6 rk4_6_6 rk2_learned_6_6 residual_6_6"
+CONFIG_ORDER="pcformer_6_6 residual_24_6 rk4_6_6 iiet_6_6 rk2_learned_6_6 residual_6_6"
 
 parse_options "$@" <<'EOF'
 --work-dir=DIR        WORK_DIR       -          $REPO_ROOT/work-dirs/quality-study
 --configs=LIST        CONFIGS        -          residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6  # in quotes, of
-                                                # residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6 (default: all four)
+                                                # residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6 pcformer_6_6
+                                                # iiet_6_6 (default: the first four)
 --seeds=LIST          SEEDS          positives  1 2 3     # in quotes: "1 2 3"
 --max-update=N        MAX_UPDATE     positive   800       # updates per run
 --max-tokens=N        MAX_TOKENS     positive   2048      # tokens per batch
@@ -41,6 +49,7 @@ parse_options "$@" <<'EOF'
 --tune                TUNE                                # tune lr and warmup per configuration first (see above)
 --tune-lrs=LIST       TUNE_LRS       numbers    1e-3 2e-3 4e-3 8e-3  # peak learning rates tried at --warmup
 --tune-warmups=LIST   TUNE_WARMUPS   positives  150 600   # warmups tried at the best of them
+--setting=CONFIG=LR/WARMUP  GIVEN_SETTINGS[]  -     # with --tune: CONFIG uses this setting, untuned (repeatable)
 --embed-dim=D         EMBED_DIM      positive   128       # model width; FFN 4·D, D/32 heads
 --save-interval-updates=K  SAVE_INTERVAL  positive  50    # checkpoint spacing; the newest 5 are averaged
 --train-pairs|--valid-pairs|--test-pairs|--vocab-size|--workers=N  PREPARE_ARGS[]  forward  --vocab-size 4000
@@ -57,6 +66,17 @@ for config in $CONFIGS; do
   [[ -n "${CONFIG_ARCH[$config]:-}" ]] \
     || usage_error "unknown configuration '$config'; choose from: ${!CONFIG_ARCH[*]}"
 done
+declare -A GIVEN_LR=() GIVEN_WARMUP=()
+for given in "${GIVEN_SETTINGS[@]}"; do
+  [[ "$given" =~ ^([a-z0-9_]+)=([^/]+)/([1-9][0-9]*)$ ]] && config="${BASH_REMATCH[1]}" \
+    lr="${BASH_REMATCH[2]}" warmup="${BASH_REMATCH[3]}" && [[ "$lr" =~ $NUMBER ]] \
+    || usage_error "--setting takes CONFIG=LR/WARMUP such as residual_6_6=4e-3/300, got '$given'"
+  [[ " $CONFIGS " == *" $config "* ]] \
+    || usage_error "--setting $given names $config, which is not in --configs ($CONFIGS)"
+  GIVEN_LR[$config]="$lr" GIVEN_WARMUP[$config]="$warmup"
+done
+(( ${#GIVEN_SETTINGS[@]} == 0 || TUNE )) || usage_error "--setting is for --tune (without it every \
+configuration uses --lr and --warmup)"
 (( MAX_UPDATE >= 5 * SAVE_INTERVAL )) || usage_error "--max-update $MAX_UPDATE saves fewer than the 5 \
 checkpoints that are averaged; give at least 5 × --save-interval-updates ($SAVE_INTERVAL) updates"
 (( EMBED_DIM % 32 == 0 )) \
@@ -86,7 +106,7 @@ run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all a
     --encoder-embed-dim "$EMBED_DIM" --decoder-embed-dim "$EMBED_DIM" \
     --encoder-ffn-embed-dim "$((4 * EMBED_DIM))" --decoder-ffn-embed-dim "$((4 * EMBED_DIM))" \
     --encoder-attention-heads "$((EMBED_DIM / 32))" --decoder-attention-heads "$((EMBED_DIM / 32))" \
-    > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
+    ${CONFIG_MODEL_ARGS[$config]:-} > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
   if [[ "$stages" == all ]]; then
     bible_test_scores "$WORK_DIR" "$save_dir" "$GPUS" -- --max-len-a 1.5 --max-len-b 10
   fi
@@ -102,7 +122,7 @@ if [[ -n "$RUN" ]]; then
 fi
 
 run_all() {  # lines "CONFIG SEED LR WARMUP STAGES" on standard input, run --jobs at a time
-  xargs -P "$JOBS" -d '\n' -n 1 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDATE" \
+  xargs -r -P "$JOBS" -d '\n' -n 1 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDATE" \
     --max-tokens "$MAX_TOKENS" --embed-dim "$EMBED_DIM" --save-interval-updates "$SAVE_INTERVAL" \
     --gpus "$GPUS" --run \
     || die "some runs failed (messages above); rerun to resume"
@@ -113,9 +133,12 @@ link_view() {  # link_view VIEW CONFIG LR WARMUP — VIEW/CONFIG points at that 
   ln -sfn "../grid/$2/lr$3-warmup$4" "$WORK_DIR/$1/$2"
 }
 
-ordered_configs() {
+ordered_configs() {  # ordered_configs [tuned] — the configurations of --configs, most expensive first;
+  local config         # with `tuned`, those without a --setting
   for config in $CONFIG_ORDER; do
-    if [[ " $CONFIGS " == *" $config "* ]]; then echo "$config"; fi
+    [[ " $CONFIGS " == *" $config "* ]] || continue
+    [[ "${1:-}" != tuned || -z "${GIVEN_LR[$config]:-}" ]] || continue
+    echo "$config"
   done
 }
 
@@ -130,32 +153,39 @@ if [[ "$TUNE" == 1 ]]; then
     read -r BEST_LR[$1] BEST_WARMUP[$1] <<< "$best"
   }
   log "tuning phase 1: peak lr over $TUNE_LRS at warmup $WARMUP (seed $TUNE_SEED, training only)"
-  for config in $(ordered_configs); do
+  TUNED_CONFIGS="$(ordered_configs tuned)"
+  WARMUPS_LEFT="$(for warmup in $TUNE_WARMUPS; do [[ "$warmup" == "$WARMUP" ]] || echo "$warmup"; done)"
+  for config in $TUNED_CONFIGS; do
     for lr in $TUNE_LRS; do echo "$config $TUNE_SEED $lr $WARMUP train"; done
   done | run_all
   declare -A SETTINGS=()
-  for config in $(ordered_configs); do
+  for config in $TUNED_CONFIGS; do
     SETTINGS[$config]="$(for lr in $TUNE_LRS; do printf '%s/%s ' "$lr" "$WARMUP"; done)"
     tuning_best "$config" "${SETTINGS[$config]}"
   done
-  log "tuning phase 2: warmup over $TUNE_WARMUPS at each configuration's best lr"
-  for config in $(ordered_configs); do
-    for warmup in $TUNE_WARMUPS; do echo "$config $TUNE_SEED ${BEST_LR[$config]} $warmup train"; done
-  done | run_all
-  for config in $(ordered_configs); do
-    SETTINGS[$config]+="$(for warmup in $TUNE_WARMUPS; do printf '%s/%s ' "${BEST_LR[$config]}" "$warmup"; done)"
-    tuning_best "$config" "${SETTINGS[$config]}"
-  done
-  python "$HERE/tuning_table.py" --grid-dir "$WORK_DIR/grid" --seed "$TUNE_SEED" \
-    $(for config in $CONFIGS; do printf -- '--config %s %s ' "$config" "${SETTINGS[$config]}"; done) \
-    > "$WORK_DIR/tuning.md.tmp" || { rm -f "$WORK_DIR/tuning.md.tmp"; die "could not summarise the tuning"; }
-  publish "$WORK_DIR/tuning.md.tmp" "$WORK_DIR/tuning.md"
-  cat "$WORK_DIR/tuning.md"
+  if [[ -n "$WARMUPS_LEFT" ]]; then
+    log "tuning phase 2: warmup over" $WARMUPS_LEFT "at each configuration's best lr"
+    for config in $TUNED_CONFIGS; do
+      for warmup in $WARMUPS_LEFT; do echo "$config $TUNE_SEED ${BEST_LR[$config]} $warmup train"; done
+    done | run_all
+    for config in $TUNED_CONFIGS; do
+      SETTINGS[$config]+="$(for warmup in $WARMUPS_LEFT; do printf '%s/%s ' "${BEST_LR[$config]}" "$warmup"; done)"
+      tuning_best "$config" "${SETTINGS[$config]}"
+    done
+  fi
+  if [[ -n "$TUNED_CONFIGS" ]]; then
+    python "$HERE/tuning_table.py" --grid-dir "$WORK_DIR/grid" --seed "$TUNE_SEED" \
+      $(for config in $TUNED_CONFIGS; do printf -- '--config %s %s ' "$config" "${SETTINGS[$config]}"; done) \
+      > "$WORK_DIR/tuning.md.tmp" || { rm -f "$WORK_DIR/tuning.md.tmp"; die "could not summarise the tuning"; }
+    publish "$WORK_DIR/tuning.md.tmp" "$WORK_DIR/tuning.md"
+    cat "$WORK_DIR/tuning.md"
+  fi
+  for config in "${!GIVEN_LR[@]}"; do BEST_LR[$config]="${GIVEN_LR[$config]}" BEST_WARMUP[$config]="${GIVEN_WARMUP[$config]}"; done
   VIEW=tuned
   OUTPUT="${OUTPUT:-$WORK_DIR/results-tuned.md}"
   RECIPE="max_update=$MAX_UPDATE max_tokens=$MAX_TOKENS embed_dim=$EMBED_DIM, lr and warmup tuned per configuration \
-on seed $TUNE_SEED's validation NLL: $(for config in $CONFIGS; do printf '%s lr=%s warmup=%s; ' "$config" \
-"${BEST_LR[$config]}" "${BEST_WARMUP[$config]}"; done)"
+on seed $TUNE_SEED's validation NLL: $(for config in $CONFIGS; do printf '%s lr=%s warmup=%s%s; ' "$config" \
+"${BEST_LR[$config]}" "${BEST_WARMUP[$config]}" "${GIVEN_LR[$config]:+ (given by --setting)}"; done)"
   RECIPE="${RECIPE%; }"
 else
   for config in $CONFIGS; do BEST_LR[$config]="$LR"; BEST_WARMUP[$config]="$WARMUP"; done

@@ -1,5 +1,5 @@
 """Summarise the runs of quality_study.sh as a Markdown table: per configuration, parameters,
-encoder layer evaluations (layers × stages of the encoder's method, read from the logged model
+encoder layer evaluations (layers × stages of the encoder's method, plus one for a corrector, read from the logged model
 configuration), sacreBLEU (13a) mean ± sample standard deviation over seeds, the p-value of each
 seed's difference from the residual 6-6 model of the same seed (sacreBLEU's paired bootstrap,
 1000 resamples, seed 12345: ode_seq.metrics.bleu.paired_test), each seed's score, and the final
@@ -28,6 +28,7 @@ TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")
 LAST_UPDATE = re.compile(r"num_updates[ =](\d+)")
 ENCODER_LAYERS = re.compile(r"\bencoder_layers=(\d+)")
 ENCODER_METHOD = re.compile(r"\bencoder_ode_method='(\w+)'")
+ENCODER_CORRECTOR = re.compile(r"\bencoder_ode_corrector='(\w+)'")
 VALID_NLL = re.compile(
     r"valid on 'valid' subset \| loss [\d.]+ \| nll_loss ([\d.]+) \|.*?"
     r"\| num_updates (\d+)"
@@ -39,6 +40,8 @@ DESCRIPTION = {
     "rk2_learned_6_6": "RK2, learned coefficients, 6-6",
     "rk4_6_6": "RK4 6-6",
     "residual_24_6": "residual 24-6 (same compute as RK4 6-6)",
+    "pcformer_6_6": "PCformer 6-6 (RK4 predictor, EMA weights, multistep corrector)",
+    "iiet_6_6": "IIET 6-6 (3 iterations)",
 }
 
 
@@ -83,7 +86,7 @@ def read_run(run_dir: Path) -> Optional[Run]:
         directory=run_dir,
         seed=int(run_dir.name.removeprefix("seed")),
         parameters=int(params.group(1).replace(",", "")),
-        encoder_layer_evaluations=int(layers.group(1)) * get_tableau(method.group(1)).stages,
+        encoder_layer_evaluations=int(layers.group(1)) * evaluations_per_block(method.group(1), log),
         updates=int(updates[-1]),
         training_minutes=float(seconds[-1]) / 60,
         valid_nll={int(update): float(nll) for nll, update in valid_nll},
@@ -91,6 +94,12 @@ def read_run(run_dir: Path) -> Optional[Run]:
         bleu_tokenised=scores["tokenised_compound_split"]["score"],
         signature=scores["sacrebleu"]["13a"]["signature"],
     )
+
+
+def evaluations_per_block(method: str, log: str) -> int:
+    """Layer evaluations of one encoder block: the method's stages, plus one for a corrector."""
+    corrector = ENCODER_CORRECTOR.search(log)
+    return get_tableau(method).stages + int(corrector is not None and corrector.group(1) != "none")
 
 
 def mean_sd(values: Sequence[float], digits: int = 2) -> str:

@@ -14,10 +14,11 @@ from typing import Dict, List, Optional
 import numpy as np
 from torch import Tensor, nn
 
+from ode_seq.model_inputs import batch_pass, is_language_model, model_stacks
+
 from . import plots
 from .error_bounds import block_error_bounds
 from .layer_weights import stack_weights
-from .model_inputs import batch_pass, is_language_model, model_stacks
 from .solver_counts import adaptive_blocks, nfe_against_length
 from .spectra import layer_spectra, spectrum_summary
 from .token_sensitivity import capture_calls, context_sensitivity, sensitivity_json, sentence_sensitivity

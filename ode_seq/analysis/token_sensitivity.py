@@ -26,11 +26,11 @@ from torch import Tensor, nn
 
 from ode_seq.layers.blocks import ODEBlock
 from ode_seq.layers.layer_history import HistoryBlock
+from ode_seq.model_inputs import ModelPass, language_model_pass, model_stacks, translation_pass
 from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 
 from .layer_weights import stack_layers
 from .lyapunov import TokenLyapunov, token_lyapunov_exponents
-from .model_inputs import ModelPass, language_model_pass, model_stacks, translation_pass
 
 BlockCall = Tuple[nn.Module, tuple, dict]
 

@@ -21,9 +21,8 @@ import torch
 from torch import Tensor, nn
 
 from ode_seq.layers.blocks import ode_blocks
+from ode_seq.model_inputs import batch_pass, model_stacks
 from ode_seq.solvers import AdaptiveSolver, EMAWeights, FixedWeights, FreeWeights, SolveObserver, StageGate
-
-from .model_inputs import batch_pass, model_stacks
 
 GATE_BINS = np.linspace(0.0, 1.0, 21)
 

@@ -34,13 +34,13 @@ from ode_seq.analysis.checkpoint import (
     unknown_count,
     validation_batch,
 )
-from ode_seq.analysis.model_inputs import is_language_model, model_stacks
 from ode_seq.analysis.report import AnalysisInputs, write_report
 from ode_seq.analysis.solver_counts import read_step_scores
 from ode_seq.analysis.token_sensitivity import greedy_target
 from ode_seq.cli.plugin_dir import plugin_directory
+from ode_seq.model_inputs import is_language_model, model_stacks
 from ode_seq.models.criteria.trajectory_loss import CONTROL_TIME_MODES
-from ode_seq.models.teacher import load_teacher
+from ode_seq.models.teacher import check_teacher_fits, load_teacher
 from ode_seq.models.trajectory_errors import trajectory_errors
 from ode_seq.output_files import check_output_directory
 
@@ -117,8 +117,6 @@ def check_language_model_options(args: argparse.Namespace) -> None:
     """ValueError for the options a language model has no use for."""
     if args.target is not None:
         raise ValueError("--target: a language model has no target; --sentence is its context")
-    if args.teacher:
-        raise ValueError("--teacher: trajectory errors against a teacher are for translation students")
 
 
 def sentence_inputs(args: argparse.Namespace, model, task) -> Tuple[Tensor, Optional[Tensor], Dict[str, object]]:
@@ -158,9 +156,11 @@ def load_inputs(args: argparse.Namespace):
     batch = validation_batch(task, args.subset, args.max_sentences)
     teacher_errors = None
     if args.teacher:
+        teacher = load_teacher(args.teacher, task).float()
+        check_teacher_fits(teacher, model)
         teacher_errors = trajectory_errors(
             model,
-            load_teacher(args.teacher, task).float(),
+            teacher,
             batch["net_input"],
             task.source_dictionary.pad(),
             task.target_dictionary.pad(),

@@ -120,12 +120,22 @@ def initialise_missing_coefficients(model: nn.Module, state_dict: Dict[str, Tens
 
 class ODEModel:
     """What every ODE model adds to its fairseq model: the ODE options of its stacks and its layer
-    kind, and checkpoint loading that explains parameters that do not fit. A model is this mixin
-    over a fairseq model class, a ``layer_kind``, the ``stacks`` it has and the fairseq options
-    (``add_fairseq_args``) it starts from."""
+    kind, checkpoint loading that explains parameters that do not fit, and the update count (for
+    the curricula of trajectory distillation). A model is this mixin over a fairseq model class, a
+    ``layer_kind``, the ``stacks`` it has and the fairseq options (``add_fairseq_args``) it starts
+    from."""
 
     layer_kind: ClassVar[str] = "standard"
     stacks: ClassVar[Tuple[str, ...]] = SIDES
+    num_updates: int = 0
+
+    def set_num_updates(self, num_updates: int) -> None:
+        super().set_num_updates(num_updates)
+        self.num_updates = num_updates
+
+    def interface_parameters(self) -> List[nn.Parameter]:
+        """Embeddings, positions, final norms and output projection (what a teacher provides)."""
+        return interface_parameters(self)
 
     @classmethod
     def block_classes(cls) -> BlockClasses:
@@ -177,20 +187,7 @@ class ODEModel:
 
 @register_model("ode_transformer")
 class ODETransformerModel(ODEModel, TransformerModel):
-    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``. Records the
-    update count, for the curricula of trajectory distillation."""
-
-    def __init__(self, args, encoder, decoder) -> None:
-        super().__init__(args, encoder, decoder)
-        self.num_updates = 0
-
-    def set_num_updates(self, num_updates: int) -> None:
-        super().set_num_updates(num_updates)
-        self.num_updates = num_updates
-
-    def interface_parameters(self) -> List[nn.Parameter]:
-        """Embeddings, positions, final norms and output projection (what a teacher provides)."""
-        return interface_parameters(self)
+    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``."""
 
     @classmethod
     def add_fairseq_args(cls, parser) -> None:

@@ -1,27 +1,32 @@
 """The teacher of trajectory distillation: a trained pre-norm fairseq Transformer or ODE model.
 
 A teacher's layer (block) outputs h^0 … h^L are the states its trajectory distils: a pre-norm
-``transformer``'s layers, or the blocks of an ODE translation model (``ode_transformer`` and its
-kinds; e.g. IIET with r iterations distilled into the same architecture with fewer). Teachers
-are loaded with safe unpickling, checked (a Transformer, pre-norm, blocks without a layer
-history, the student's width and dictionaries: their symbols where the teacher's checkpoint
-records them, else their sizes) and never trained. The student's interface — embeddings,
-positions, final norms, output projection — may be copied from the teacher.
+``transformer``'s or ``transformer_lm``'s layers, or the blocks of an ODE translation model or
+language model (``ode_transformer``, ``ode_transformer_lm`` and their kinds; e.g. IIET with r
+iterations distilled into the same architecture with fewer). Teachers are loaded with safe
+unpickling, checked (a Transformer of the student's kind, translation or language model,
+pre-norm, blocks without a layer history, the student's width and dictionaries: their symbols
+where the teacher's checkpoint records them, else their sizes) and never trained. The
+student's interface — embeddings, positions, final norms, output projection — may be copied
+from the teacher.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from fairseq import models
 from fairseq.models.transformer import TransformerModel
+from fairseq.models.transformer_lm import TransformerLanguageModel
 from torch import Tensor, nn
 
 from ode_seq.checkpoint_files import load_checkpoint
+from ode_seq.model_inputs import is_language_model, model_stacks
 from ode_seq.training_data.record import dictionary_mismatch, read_record
 
+Teacher = Union[TransformerModel, TransformerLanguageModel]
 INTERFACE_MODULES = (
     "encoder.embed_tokens",
     "encoder.embed_positions",
@@ -50,17 +55,17 @@ def _teacher_args(state: Dict[str, Any], path: str) -> argparse.Namespace:
     return args
 
 
-def _check_teacher_args(args: argparse.Namespace, path: str) -> None:
-    post_norm = [side for side in ("encoder", "decoder") if not getattr(args, f"{side}_normalize_before", False)]
+def _check_teacher_args(args: argparse.Namespace, sides: Tuple[str, ...], path: str) -> None:
+    post_norm = [side for side in sides if not getattr(args, f"{side}_normalize_before", False)]
     if post_norm:
         raise ValueError(
             f"teacher {path} is a post-norm Transformer ({' and '.join(post_norm)} without "
             "--*-normalize-before): each of its layer outputs is re-normalised by LayerNorm after "
             "the residual update, so they are not states of one ODE trajectory x' = F(x); "
-            "distil from a pre-norm teacher (train it with --encoder-normalize-before "
-            "--decoder-normalize-before)"
+            "distil from a pre-norm teacher (train it with "
+            f"{' '.join(f'--{side}-normalize-before' for side in sides)})"
         )
-    mixed = [side for side in ("encoder", "decoder") if getattr(args, f"{side}_layer_history", "none") != "none"]
+    mixed = [side for side in sides if getattr(args, f"{side}_layer_history", "none") != "none"]
     if mixed:
         raise ValueError(
             f"teacher {path} mixes earlier block outputs into each block's input "
@@ -80,9 +85,9 @@ def _check_dictionaries(model_state: Dict[str, Tensor], task: Any, path: str) ->
             )
 
 
-def load_teacher(path: Optional[str], task: Any) -> TransformerModel:
-    """The teacher model of checkpoint ``path`` for ``task``'s dictionaries (a fairseq Transformer,
-    an ODE model's blocks integrating as it was trained): eval mode, frozen."""
+def load_teacher(path: Optional[str], task: Any) -> Teacher:
+    """The teacher model of checkpoint ``path`` for ``task``'s dictionaries (a fairseq Transformer
+    or Transformer LM, an ODE model's blocks integrating as it was trained): eval mode, frozen."""
     if not path:
         raise ValueError(
             "no teacher checkpoint given: pass --teacher-path with a pre-norm fairseq transformer "
@@ -95,17 +100,18 @@ def load_teacher(path: Optional[str], task: Any) -> TransformerModel:
         )
     state = load_checkpoint(path)
     args = _teacher_args(state, path)
-    _check_teacher_args(args, path)
     mismatch = dictionary_mismatch(read_record(state.get("task_state")), task)
     if mismatch:
         raise mismatch.naming(f"teacher {path}")
     _check_dictionaries(state["model"], task, path)
     teacher = models.build_model(argparse.Namespace(**vars(args)), task)
-    if not isinstance(teacher, TransformerModel):
+    if not isinstance(teacher, (TransformerModel, TransformerLanguageModel)):
         raise ValueError(
-            f"teacher {path} is a {type(teacher).__name__}, not a fairseq Transformer "
-            "(--arch transformer, ode_transformer or one of their architectures)"
+            f"teacher {path} is a {type(teacher).__name__}, not a fairseq Transformer or "
+            "Transformer LM (--arch transformer, transformer_lm, ode_transformer, "
+            "ode_transformer_lm or one of their architectures)"
         )
+    _check_teacher_args(args, model_stacks(teacher), path)
     try:
         teacher.load_state_dict(state["model"], strict=True)
     except RuntimeError as error:
@@ -116,10 +122,18 @@ def load_teacher(path: Optional[str], task: Any) -> TransformerModel:
     return teacher
 
 
-def check_teacher_fits(teacher: TransformerModel, student: nn.Module) -> None:
-    """The student's stacks have the teacher's widths (states are compared entry by entry)."""
+def check_teacher_fits(teacher: Teacher, student: nn.Module) -> None:
+    """The student is the teacher's kind (translation or language model) and its stacks have the
+    teacher's widths (states are compared entry by entry)."""
     path = getattr(teacher, "path", "the teacher")
-    for side in ("encoder", "decoder"):
+    if is_language_model(teacher) != is_language_model(student):
+        kinds = {True: "a language model", False: "a translation model"}
+        raise ValueError(
+            f"teacher {path} is {kinds[is_language_model(teacher)]} but the student is "
+            f"{kinds[is_language_model(student)]}: distil a student of the teacher's kind "
+            "(--task language_modeling with an ode_transformer_lm* student for an LM teacher)"
+        )
+    for side in model_stacks(student):
         t_dim = getattr(teacher, side).embed_tokens.embedding_dim
         s_dim = getattr(student, side).embed_tokens.embedding_dim
         if t_dim != s_dim:
@@ -150,11 +164,11 @@ def interface_parameters(model: nn.Module) -> List[nn.Parameter]:
     return list(seen.values())
 
 
-def copy_interface(student: nn.Module, teacher: TransformerModel) -> List[str]:
+def copy_interface(student: nn.Module, teacher: Teacher) -> List[str]:
     """Copy the teacher's interface modules into the student; returns the names copied."""
     check_teacher_fits(teacher, student)
     path = getattr(teacher, "path", "the teacher")
-    for side in ("encoder", "decoder"):
+    for side in model_stacks(student):
         t_scale, s_scale = getattr(teacher, side).embed_scale, getattr(student, side).embed_scale
         if t_scale != s_scale:
             raise ValueError(

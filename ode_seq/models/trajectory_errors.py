@@ -18,21 +18,29 @@ from typing import Dict, List
 import torch
 from torch import Tensor, nn
 
-from ode_seq.layers.recording import record_solver_steps
+from ode_seq.model_inputs import batch_pass, is_language_model
 
+from .criteria.jasmin_cross_entropy import record_model_stacks
 from .criteria.trajectory_loss import control_times, layer_distance_sums, nearest_steps, relative_squared_error
-
-STACKS = ("encoder", "decoder")
 
 
 @torch.no_grad()
 def teacher_layer_states(teacher: nn.Module, net_input: Dict[str, Tensor]) -> Dict[str, List[Tensor]]:
     """The teacher's h^0 … h^L of each stack (before the final LayerNorm), each (T, B, d)."""
+    if is_language_model(teacher):
+        _, extra = teacher.decoder(net_input["src_tokens"], features_only=True)
+        return {"decoder": extra["inner_states"]}
     encoder_out = teacher.encoder(
         net_input["src_tokens"], src_lengths=net_input["src_lengths"], return_all_hiddens=True
     )
     _, extra = teacher.decoder(net_input["prev_output_tokens"], encoder_out=encoder_out, features_only=True)
     return {"encoder": encoder_out["encoder_states"], "decoder": extra["inner_states"]}
+
+
+def stack_masks(model: nn.Module, net_input: Dict[str, Tensor], source_pad: int, target_pad: int) -> Dict[str, Tensor]:
+    """Per stack of ``model``, the (T, B) mask of the non-padding positions its states are."""
+    pads = {"encoder": source_pad, "decoder": target_pad}
+    return {stack: tokens.ne(pads[stack]).t() for stack, tokens in batch_pass(model, net_input).tokens.items()}
 
 
 @torch.no_grad()
@@ -46,16 +54,12 @@ def trajectory_errors(
     temperature: float = 30.0,
 ) -> Dict[str, List[Dict[str, float]]]:
     """Per stack, one entry per teacher layer ℓ = 1 … L (module docstring)."""
-    with record_solver_steps(student.encoder) as encoder, record_solver_steps(student.decoder) as decoder:
+    with record_model_stacks(student) as records:
         student(**net_input)
-    records = {"encoder": encoder, "decoder": decoder}
-    keep = {
-        "encoder": net_input["src_tokens"].ne(source_pad).t(),
-        "decoder": net_input["prev_output_tokens"].ne(target_pad).t(),
-    }
+    keep = stack_masks(student, net_input, source_pad, target_pad)
     teacher_states = teacher_layer_states(teacher, net_input)
     errors: Dict[str, List[Dict[str, float]]] = {}
-    for stack in STACKS:
+    for stack in records:
         record, states, mask = records[stack], teacher_states[stack], keep[stack]
         sums, tokens = layer_distance_sums(states, mask)
         times = control_times(sums / max(tokens, 1), record.clock, mode, temperature)

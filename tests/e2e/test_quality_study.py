@@ -206,6 +206,9 @@ def test_rerun_reuses_every_run(study):
         (["--max-update", "40"], "--max-update 40 saves fewer than the 5 checkpoints"),
         (["--seeds", "one"], "got 'one'"),
         (["--embed-dim", "100"], "--embed-dim must be a multiple of 32"),
+        (["--tune", "--setting", "residual_6_6=4e-3"], "--setting takes CONFIG=LR/WARMUP"),
+        (["--tune", "--setting", "iiet_6_6=4e-3/300"], "names iiet_6_6, which is not in --configs"),
+        (["--setting", "residual_6_6=4e-3/300"], "--setting is for --tune"),
     ],
 )
 def test_bad_options_fail_before_any_work(tmp_path, args, message):
@@ -274,3 +277,26 @@ def test_tune_picks_each_configurations_setting_and_reuses_its_tuning_run(tmp_pa
     lr, warmup = chosen.name.removeprefix("lr").split("-warmup")
     assert f"residual_6_6 lr={lr} warmup={warmup}" in result.stdout
     assert (work / "results-tuned.md").read_text() in result.stdout
+
+
+def test_a_successor_is_tuned_beside_a_configuration_given_its_setting(tmp_path):
+    """A PCformer row (its encoder evaluations counted with the corrector's), tuned on the lr alone
+    (--tune-warmups equal to --warmup adds no run), beside a residual model whose --setting is not
+    tuned again."""
+    work = tmp_path / "successors"
+    args = [*TINY_STUDY, "--configs", "residual_6_6 pcformer_6_6", "--seeds", "1", "--tune"]
+    args += ["--tune-lrs", "4e-3 8e-3", "--tune-warmups", "300", "--setting", "residual_6_6=2e-3/300"]
+    result = run_script("quality_study.sh", "--work-dir", str(work), *args)
+    assert result.returncode == 0, result.stderr[-4000:]
+    grids = {
+        config: sorted(p.name for p in (work / "grid" / config).iterdir())
+        for config in ("residual_6_6", "pcformer_6_6")
+    }
+    assert grids == {"residual_6_6": ["lr2e-3-warmup300"], "pcformer_6_6": ["lr4e-3-warmup300", "lr8e-3-warmup300"]}
+    tuning = (work / "tuning.md").read_text()
+    assert "residual" not in tuning and tuning.count("| PCformer 6-6") == 2
+    assert "residual_6_6 lr=2e-3 warmup=300 (given by --setting)" in result.stdout
+    rows = tables((work / "results-tuned.md").read_text())[0]
+    pcformer = next(cells for name, cells in rows.items() if name.startswith("PCformer 6-6"))
+    assert (rows["residual (Euler) 6-6"][1], pcformer[1]) == ("6", "30")
+    assert pcformer[0] != rows["residual (Euler) 6-6"][0]  # the corrector's weights

@@ -13,10 +13,10 @@ from fairseq.trainer import Trainer
 
 from ode_seq.analysis.error_bounds import block_error_bounds
 from ode_seq.analysis.lyapunov import token_lyapunov_exponents
-from ode_seq.analysis.model_inputs import language_model_pass
 from ode_seq.analysis.token_sensitivity import capture_calls, context_sensitivity, multistep_maps, multistep_start
 from ode_seq.analysis.trajectories import record_trajectories
 from ode_seq.cli.analyze import main as analyze
+from ode_seq.model_inputs import language_model_pass
 from ode_seq.models.in_process import parse_training_args
 from tests.lm.conftest import TINY_TIME, build_lm, lm_training_args
 from tests.lm.test_lm_models import random_tokens

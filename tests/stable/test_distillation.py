@@ -199,7 +199,7 @@ def test_student_must_be_an_ode_model_stable_for_jasmin_and_have_a_step_per_teac
     task = TinyTask()
     criterion = criterion_for(task, teacher_path)
     plain = build_model("transformer", task)
-    with pytest.raises(ValueError, match="needs an ODE translation model as student"):
+    with pytest.raises(ValueError, match="needs an ODE model as student"):
         criterion(plain, sample_for(task, [4]))
     unstable = build_model("ode_transformer_euler_small", task)
     with pytest.raises(ValueError, match="JaSMin penalises the self-attention of stable .* --jasmin-weight 0"):

@@ -3,12 +3,14 @@
     loss = CE + λ_J · n · J,    J = mean over stacks of the trajectory JaSMin penalty
 
 (:mod:`.jasmin`; n is fairseq's sample size, so after fairseq divides by n the
-penalty enters per token). The self-attention probabilities come from the stable ODE blocks of a
+penalty enters per token; the stacks are a translation model's encoder and decoder or a language
+model's decoder). The self-attention probabilities come from the stable ODE blocks of a
 ``stable_ode_transformer`` (:mod:`ode_seq.layers.recording`).
 """
 
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Iterator, Tuple
 
 import torch
 from fairseq.criterions import register_criterion
@@ -17,11 +19,30 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterionConfig,
 )
 from fairseq.logging import metrics
-from torch import Tensor
+from torch import Tensor, nn
 
 from ode_seq.layers.recording import SolverRecord, record_solver_steps
+from ode_seq.model_inputs import model_stacks
 
 from .jasmin import first_penalised_step, trajectory_jasmin
+
+
+def unwrapped(model: nn.Module) -> nn.Module:
+    """The model inside fairseq's wrappers (DDP and the like)."""
+    while hasattr(model, "module"):
+        model = model.module
+    return model
+
+
+@contextmanager
+def record_model_stacks(model: nn.Module) -> Iterator[Dict[str, SolverRecord]]:
+    """Per stack of ``model`` (encoder and decoder, or a language model's decoder), the solver
+    states and attention of the forward passes inside the block."""
+    with ExitStack() as context:
+        yield {
+            stack: context.enter_context(record_solver_steps(getattr(unwrapped(model), stack)))
+            for stack in model_stacks(unwrapped(model))
+        }
 
 
 @dataclass
@@ -63,9 +84,9 @@ class JasminCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
 
     def recorded_forward(self, model, sample) -> Tuple[object, Dict[str, SolverRecord]]:
         """The model's output and, per stack, the solver states and attention it recorded."""
-        with record_solver_steps(model.encoder) as encoder, record_solver_steps(model.decoder) as decoder:
+        with record_model_stacks(model) as records:
             net_output = model(**sample["net_input"])
-        return net_output, {"encoder": encoder, "decoder": decoder}
+        return net_output, records
 
     def jasmin(self, records: Dict[str, SolverRecord]) -> Tensor:
         """Mean over stacks of the JaSMin penalty of their last steps (no graph if unweighted)."""
@@ -109,6 +130,8 @@ class JasminCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         super().reduce_metrics(logging_outputs)
         sample_size = sum(log.get("sample_size", 0) for log in logging_outputs)
         for key in cls.per_sample_metrics():
+            if not any(key in log for log in logging_outputs):
+                continue  # a stack the model lacks (a language model's encoder)
             total = sum(log.get(key, 0) for log in logging_outputs)
             metrics.log_scalar(key, float(total) / max(sample_size, 1), sample_size, round=4)
 

@@ -4,17 +4,19 @@
 
 - L_traj: the per-layer-normalised MSE between the student's states at the control times and
   the teacher's layer outputs, averaged over encoder (teacher: return_all_hiddens) and decoder
-  (teacher: inner states under teacher forcing) (:mod:`.trajectory_loss`). Distance-based
+  (teacher: inner states under teacher forcing), or over a language model's decoder
+  (:mod:`.trajectory_loss`). Distance-based
   control times use the running mean of the teacher's layer-to-layer distances over the
   training batches seen so far (recomputed from the first batches after a restart).
 - w_CE(u): 0 before update ``--ce-start-update``, then a linear ramp to ``--ce-weight`` over
   ``--ce-warmup-updates`` (the curriculum: cross-entropy joins later).
 - J: JaSMin on the student's self-attention (k = 2 by default, as ODE-ViT distils).
 
-The teacher (a pre-norm ``transformer`` or an ODE translation model, :mod:`..teacher`) is loaded
-once, in eval mode and without gradients; it is kept outside the criterion's submodules, so it is
-never saved, optimised or wrapped by DDP. The student is an ODE translation model
-(``ode_transformer`` or one of its kinds; it records the update count); JaSMin needs stable
+The teacher (a pre-norm ``transformer`` or ``transformer_lm``, or an ODE model, :mod:`..teacher`)
+is loaded once, in eval mode and without gradients; it is kept outside the criterion's
+submodules, so it is never saved, optimised or wrapped by DDP. The student is an ODE model of the
+teacher's kind (``ode_transformer`` or ``ode_transformer_lm`` or one of their kinds; it records
+the update count); JaSMin needs stable
 blocks (``stable_ode_transformer``), other students take ``--jasmin-weight 0``. With
 ``--init-from-teacher`` a stable student's interface (embeddings … output projection) can stay
 frozen for ``--freeze-interface-updates``. An ODE teacher distils into the same architecture with
@@ -34,10 +36,11 @@ from torch import Tensor, nn
 from ode_seq.layers.blocks import ode_blocks
 from ode_seq.layers.recording import SolverRecord
 from ode_seq.layers.stable.attention import StableMultiheadAttention
+from ode_seq.model_inputs import model_stacks
 
 from ..teacher import check_teacher_fits, load_teacher
-from ..trajectory_errors import teacher_layer_states
-from .jasmin_cross_entropy import JasminCriterionConfig, JasminCrossEntropyCriterion
+from ..trajectory_errors import stack_masks, teacher_layer_states
+from .jasmin_cross_entropy import JasminCriterionConfig, JasminCrossEntropyCriterion, unwrapped
 from .trajectory_loss import (
     CONTROL_TIME_MODES,
     DistanceMean,
@@ -46,8 +49,6 @@ from .trajectory_loss import (
     layer_distance_sums,
     trajectory_loss,
 )
-
-STACKS = ("encoder", "decoder")
 
 
 @dataclass
@@ -76,12 +77,6 @@ class TrajectoryDistillationConfig(JasminCriterionConfig):
         },
     )
     jasmin_k: int = field(default=2, metadata={"help": "JaSMin compares g_1 with g_k"})
-
-
-def _unwrapped(model: nn.Module) -> nn.Module:
-    while hasattr(model, "module"):
-        model = model.module
-    return model
 
 
 @register_criterion("ode_trajectory_distillation", dataclass=TrajectoryDistillationConfig)
@@ -140,7 +135,7 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
         self.ce_warmup_updates = ce_warmup_updates
         self.freeze_interface_updates = freeze_interface_updates
         self.source_padding_idx = task.source_dictionary.pad()
-        self._distances = {stack: DistanceMean() for stack in STACKS}
+        self._distances = {stack: DistanceMean() for stack in ("encoder", "decoder")}
         self._student_checked = False
         self._stable_student = True
 
@@ -152,8 +147,9 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
     def _check_student(self, student: nn.Module) -> None:
         if not hasattr(student, "num_updates") or not hasattr(student, "interface_parameters"):
             raise ValueError(
-                f"ode_trajectory_distillation needs an ODE translation model as student (e.g. --arch "
-                f"stable_ode_transformer_small or ode_transformer_rk4_encdec_small), got {type(student).__name__}"
+                "ode_trajectory_distillation needs an ODE model as student (e.g. --arch "
+                "stable_ode_transformer_small, ode_transformer_rk4_encdec_small or ode_transformer_lm_rk4), "
+                f"got {type(student).__name__}"
             )
         self._stable_student = any(isinstance(b.self_attn, StableMultiheadAttention) for b in ode_blocks(student))
         if not self._stable_student and self.jasmin_weight > 0:
@@ -163,7 +159,7 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
                 "--jasmin-weight 0, or distil into a stable_ode_transformer"
             )
         check_teacher_fits(self.teacher, student)
-        for stack in STACKS:
+        for stack in model_stacks(student):
             if getattr(student, stack).ode.layer_history != "none":
                 raise ValueError(
                     f"--{stack}-layer-history mixes block outputs, so the student's states are "
@@ -219,22 +215,18 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
     def forward(self, model, sample, reduce=True):
         if not reduce:
             raise ValueError(f"{type(self).__name__} computes summed losses only (reduce=True)")
-        student = _unwrapped(model)
+        student = unwrapped(model)
         if not self._student_checked:
             self._check_student(student)
         if model.training and self.freeze_interface_updates > 0:
             self._freeze_interface(student)
         records, ce_loss, nll_loss, sample_size = self.recorded_losses(model, sample)
 
-        net_input = sample["net_input"]
-        keep = {
-            "encoder": net_input["src_tokens"].ne(self.source_padding_idx).t(),
-            "decoder": net_input["prev_output_tokens"].ne(self.padding_idx).t(),
-        }
+        keep = stack_masks(student, sample["net_input"], self.source_padding_idx, self.padding_idx)
         teacher = self.teacher_states(sample, ce_loss.device)
         stack_losses = {
-            stack: self._stack_loss(stack, records[stack], teacher[stack], keep[stack], model.training)
-            for stack in STACKS
+            stack: self._stack_loss(stack, record, teacher[stack], keep[stack], model.training)
+            for stack, record in records.items()
         }
         trajectory = torch.stack(list(stack_losses.values())).mean()
         jasmin = self.jasmin(records) if self._stable_student else trajectory.new_zeros(())
