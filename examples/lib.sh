@@ -316,6 +316,33 @@ publish() {  # publish TMP TARGET — atomically move a finished stage output in
   mv -T "$1" "$2"
 }
 
+# Run records: what a study keeps of a finished run (its logs and scores, not its checkpoints) in a
+# directory that can be committed, so that the study resumes in another checkout, on another machine
+# or in a later session, with only the runs that have no record left to do. A record holds each
+# file gzip-compressed (FILE.gz; zcat reads it).
+record_run() {  # record_run RUN_DIR RECORD_DIR FILE... — the FILEs (paths under RUN_DIR) as RECORD_DIR, atomically
+  local run_dir="$1" record="$2" file tmp
+  tmp="$(dirname "$record")/.$(basename "$record").tmp"
+  rm -rf "$tmp"
+  for file in "${@:3}"; do
+    [[ -s "$run_dir/$file" ]] || die "cannot record $run_dir: $file is missing or empty"
+    mkdir -p "$tmp/$(dirname "$file")"
+    gzip -9nc "$run_dir/$file" > "$tmp/$file.gz"
+  done
+  rm -rf "$record"
+  publish "$tmp" "$record"
+}
+
+restore_run() {  # restore_run RECORD_DIR RUN_DIR — false without a record; else its files, decompressed, in RUN_DIR
+  local file
+  [[ -d "$1" ]] || return 1
+  while IFS= read -r -d '' file; do
+    file="${file#"$1"/}"
+    mkdir -p "$2/$(dirname "$file")"
+    gzip -dc "$1/$file" > "$2/${file%.gz}"
+  done < <(find "$1" -name '*.gz' -type f -print0)
+}
+
 check_not_newer() {  # check_not_newer SOURCE OUTPUT — refuse an OUTPUT made before SOURCE changed
   if [[ -e "$1" && -e "$2" && "$1" -nt "$2" ]]; then
     die "$1 changed after $2 was made from it: delete $(dirname "$2") or choose another output directory"

@@ -14,6 +14,9 @@
 # CONFIG=LR/WARMUP` gives a configuration its setting (an earlier tuning's choice) instead of tuning it.
 # Runs go in parallel (--jobs), one thread each unless OMP_NUM_THREADS says otherwise; finished
 # stages are reused when the study is rerun, so an interrupted study resumes with the same command.
+# With --record-dir every run is also evaluated and its record (settings, data digest, training log,
+# scores, translations; not its checkpoints) is kept there: a directory to commit, from which the
+# study resumes in a fresh checkout or a later session, training only the runs without a record.
 #
 # Usage: quality_study.sh [options]
 # Layout: every run is WORK_DIR/grid/CONFIG/lrLR-warmupN/seedS; WORK_DIR/runs/CONFIG (one recipe)
@@ -58,6 +61,7 @@ parse_options "$@" <<'EOF'
                                                           # unset (default: nproc)
 --gpus=N              GPUS           gpus                 # 0 = train on the CPU, N > 1 = data-parallel on N GPUs, for every run
                                                           # (default: 1 if CUDA is visible, else 0)
+--record-dir=DIR      RECORD_DIR                          # keep each finished run's record here and reuse it (see above)
 --output=FILE         OUTPUT                              # the Markdown table (default: WORK_DIR/results.md, with --tune
                                                           # WORK_DIR/results-tuned.md; the tuning table is WORK_DIR/tuning.md)
 --run=RUN             RUN                                 # one run of the study, "CONFIG SEED LR WARMUP STAGES" (the study runs them)
@@ -93,10 +97,31 @@ setting_dir() {  # setting_dir CONFIG LR WARMUP — the directory of one setting
   echo "$WORK_DIR/grid/$1/lr$2-warmup$3"
 }
 
-run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all also average the newest 5 checkpoints, decode, score
-  local config="$1" seed="$2" lr="$3" warmup="$4" stages="$5"
-  local save_dir
+data_id() {  # the digest of the data a run's scores depend on: dictionaries, training pairs, test references
+  content_id "$WORK_DIR"/data-bin/dict.{en,es}.txt "$WORK_DIR"/data-bin/train.en-es.{en,es}.idx "$WORK_DIR/raw/test.es"
+}
+
+check_record() {  # check_record RECORD RECIPE — refuse a record of other settings or other data
+  local recipe data
+  recipe="$(gzip -dc "$1/run-config.txt.gz")" data="$(gzip -dc "$1/data-id.txt.gz")"
+  [[ "$recipe" == "$2" ]] || die "the record $1 was made with other settings ($recipe), not $2: use \
+another --record-dir, or delete the record to rerun it"
+  [[ "$data" == "$(data_id)" ]] || die "the record $1 was made on other data (digest $data, here \
+$(data_id)): prepare the corpus with the options of the study that made it, use another --record-dir, \
+or delete the record to rerun it"
+}
+
+run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all (or --record-dir) also average the newest
+  local config="$1" seed="$2" lr="$3" warmup="$4" stages="$5"  # 5 checkpoints, decode, score
+  local save_dir record=""
   save_dir="$(setting_dir "$config" "$lr" "$warmup")/seed$seed"
+  [[ -z "$RECORD_DIR" ]] || record="$RECORD_DIR/grid/$config/lr$lr-warmup$warmup/seed$seed"
+  if [[ -n "$record" && -d "$record" ]]; then
+    check_record "$record" "$(recipe "$lr" "$warmup")"
+    restore_run "$record" "$save_dir"
+    log "reused the record of $config seed $seed (lr $lr, warmup $warmup): $record"
+    return
+  fi
   check_run_config "$save_dir" "$(recipe "$lr" "$warmup")"
   "$HERE/train_bible.sh" --data-bin "$WORK_DIR/data-bin" \
     --save-dir "$save_dir" --arch "${CONFIG_ARCH[$config]}" --minutes 0 --max-update "$MAX_UPDATE" \
@@ -107,8 +132,13 @@ run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all a
     --encoder-ffn-embed-dim "$((4 * EMBED_DIM))" --decoder-ffn-embed-dim "$((4 * EMBED_DIM))" \
     --encoder-attention-heads "$((EMBED_DIM / 32))" --decoder-attention-heads "$((EMBED_DIM / 32))" \
     ${CONFIG_MODEL_ARGS[$config]:-} > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
-  if [[ "$stages" == all ]]; then
+  if [[ "$stages" == all || -n "$record" ]]; then
     bible_test_scores "$WORK_DIR" "$save_dir" "$GPUS" -- --max-len-a 1.5 --max-len-b 10
+  fi
+  if [[ -n "$record" ]]; then
+    data_id > "$save_dir/data-id.txt"
+    record_run "$save_dir" "$record" run-config.txt data-id.txt train.log eval-test/scores.json \
+      eval-test/generate-test.txt
   fi
   log "finished $config seed $seed (lr $lr, warmup $warmup)"
 }
@@ -122,9 +152,11 @@ if [[ -n "$RUN" ]]; then
 fi
 
 run_all() {  # lines "CONFIG SEED LR WARMUP STAGES" on standard input, run --jobs at a time
+  local records=()
+  [[ -z "$RECORD_DIR" ]] || records=(--record-dir "$RECORD_DIR")
   xargs -r -P "$JOBS" -d '\n' -n 1 "$0" --work-dir "$WORK_DIR" --max-update "$MAX_UPDATE" \
     --max-tokens "$MAX_TOKENS" --embed-dim "$EMBED_DIM" --save-interval-updates "$SAVE_INTERVAL" \
-    --gpus "$GPUS" --run \
+    --gpus "$GPUS" "${records[@]}" --run \
     || die "some runs failed (messages above); rerun to resume"
 }
 

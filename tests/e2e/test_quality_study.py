@@ -42,7 +42,7 @@ TINY_STUDY = [
 @pytest.fixture(scope="module")
 def study(tmp_path_factory) -> tuple[Path, str]:
     work = tmp_path_factory.mktemp("quality-study")
-    result = run_script("quality_study.sh", "--work-dir", str(work), *TINY_STUDY)
+    result = run_script("quality_study.sh", "--work-dir", str(work), *TINY_STUDY, "--record-dir", str(work / "records"))
     assert result.returncode == 0, result.stderr[-4000:]
     return work, result.stdout
 
@@ -187,6 +187,26 @@ def test_table_refuses_a_run_whose_translation_skipped_a_sentence(tmp_path):
     fake_run(tmp_path, "rk4_6_6", 1, 9.0, hypotheses=translations(4)[:-1])
     with pytest.raises(ValueError, match="no H- line for 1 of 10 sentences, ids 9"):
         load_study_table().table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe", REFERENCES)
+
+
+def test_a_fresh_work_dir_resumes_from_the_records_without_training(study, tmp_path):
+    work, first = study
+    fresh = tmp_path / "fresh"
+    again = run_script("quality_study.sh", "--work-dir", str(fresh), *TINY_STUDY, "--record-dir", str(work / "records"))
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert again.stderr.count("reused the record") == 4 and "finished" not in again.stderr
+    assert not list(fresh.rglob("*.pt"))
+    assert again.stdout == first
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--max-update", "12"], "was made with other settings"), (["--train-pairs", "150"], "was made on other data")],
+)
+def test_a_record_of_other_settings_or_other_data_is_refused(study, tmp_path, args, message):
+    records = ["--record-dir", str(study[0] / "records")]
+    result = run_script("quality_study.sh", "--work-dir", str(tmp_path / "other"), *TINY_STUDY, *args, *records)
+    assert result.returncode != 0 and message in result.stderr
 
 
 def test_rerun_reuses_every_run(study):
