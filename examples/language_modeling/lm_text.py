@@ -7,6 +7,7 @@
     lm_text.py prompts --text FILE --count N --words W > prompts
     lm_text.py with-prompts --prompts FILE < samples > samples
     lm_text.py perplexity LOG --subset DATA_BIN/SUBSET
+    lm_text.py verse-scores LOG --subset DATA_BIN/SUBSET > scores   (LOG of --output-word-probs)
 
 Tokenisation: Moses (sacremoses) with its English rules, without punctuation normalisation,
 dash splitting or escaping: ``God’s Spirit said, “Let there be light.”`` becomes
@@ -29,6 +30,9 @@ HEADING = re.compile(r"^ = .+ = $")
 APOSTROPHE = re.compile(r"(?<=\w) ([’']) (?=\w)")
 EVALUATED = re.compile(r"Evaluated ([\d,]+) tokens")
 LOSS = re.compile(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+)")
+WORD_PROBS = re.compile(r"fairseq_cli\.eval_lm(?: \| |:)(\d+) (.*)$")  # fairseq's log format, or logging's
+WORD_SCORE = re.compile(r"^(.+) \[(-?[\d.]+(?:e-?\d+)?|-?inf)\]$")
+EOS = "</s>"
 _tokenizer = None
 
 
@@ -128,6 +132,35 @@ def perplexity_line(log: str, expected_tokens: int) -> str:
     return f"perplexity {float(loss.group(2)):.2f} ({float(loss.group(1)):.4f} bits per token over {tokens} tokens)"
 
 
+def verse_scores(log: str, expected_tokens: int) -> List[str]:
+    """Per line of the scored subset, 'LOG-LIKELIHOOD<TAB>TOKENS' (natural log, summed over the
+    line's words and its end-of-line token) from the word scores fairseq-eval-lm logs with
+    --output-word-probs: its blocks in sample-id order, cut after every end-of-line token."""
+    blocks = {}
+    for line in log.splitlines():
+        match = WORD_PROBS.search(line)
+        if match:
+            blocks[int(match.group(1))] = match.group(2).split("\t")
+    scores, verse, tokens = [], 0.0, 0
+    for block in (blocks[i] for i in sorted(blocks)):
+        for word in block:
+            parsed = WORD_SCORE.match(word)
+            if parsed is None:
+                raise ValueError(f"cannot read the word score '{word}' (run fairseq-eval-lm with --output-word-probs)")
+            verse += float(parsed.group(2))
+            tokens += 1
+            if parsed.group(1) == EOS:
+                scores.append(f"{verse!r}\t{tokens}")
+                verse, tokens = 0.0, 0
+    scored = sum(int(score.split("\t")[1]) for score in scores) + tokens
+    if tokens or scored != expected_tokens:
+        raise ValueError(
+            f"the log scores {scored} tokens in {len(scores)} complete lines, but the subset holds "
+            f"{expected_tokens} tokens: run fairseq-eval-lm with --output-word-probs over the whole subset"
+        )
+    return scores
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -145,6 +178,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     scoring = commands.add_parser("perplexity", help="the perplexity line of a fairseq-eval-lm log")
     scoring.add_argument("log")
     scoring.add_argument("--subset", required=True, help="the scored binarised subset, DATA_BIN/SUBSET")
+    verses = commands.add_parser("verse-scores", help="per line, its log-likelihood and tokens, from a log")
+    verses.add_argument("log")
+    verses.add_argument("--subset", required=True, help="the scored binarised subset, DATA_BIN/SUBSET")
     args = parser.parse_args(argv)
 
     if args.command in ("tokenize", "detokenize"):
@@ -167,7 +203,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print("\n".join(with_prompts(sys.stdin.read().splitlines(), given.read().splitlines())))
             return 0
         with open(args.log, encoding="utf-8") as log:
-            print(perplexity_line(log.read(), subset_tokens(args.subset)))
+            text = log.read()
+        if args.command == "verse-scores":
+            print("\n".join(verse_scores(text, subset_tokens(args.subset))))
+        else:
+            print(perplexity_line(text, subset_tokens(args.subset)))
         return 0
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -1,0 +1,271 @@
+"""The tables and the figure of the language-model study (study.sh).
+
+A run is GRID_DIR/CONFIG/lrLR/seedS with train.sh's train.log (one validation per epoch),
+eval-test/scores.txt (evaluate.sh: test perplexity of the best checkpoint) and
+eval-test/verse-scores.txt (per test line: natural-log likelihood and tokens).
+
+    lm_study_table.py --grid-dir DIR --tune-seed S --tuned A B --tune-lrs L1 L2 ... --best CONFIG
+        prints the lr of CONFIG's tuning run (seed S) with the lowest best validation loss
+    lm_study_table.py ... --chosen-dir DIR --configs A B ... [--figure PNG]
+        the tuning table, the study table (DIR/CONFIG links to the chosen lr's seeds) with each
+        seed's difference from the residual model and its paired-bootstrap p-value over test
+        verses (perplexity recomputed on 1,000 resamples of the verses, ode_seq.metrics.paired_bootstrap),
+        and the mean validation curves; the figure draws every run's validation curve
+
+Perplexities are e^(−Σ log-likelihood / Σ tokens) (fairseq's 2^loss in bits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ode_seq.metrics.paired_bootstrap import DEFAULT_SAMPLES, compare, draw_counts, resample_indices
+from ode_seq.solvers import get_tableau
+
+BASELINE = "residual"
+DESCRIPTION = {
+    "residual": "residual (Euler)",
+    "rk2_learned": "RK2, learned coefficients",
+    "rk4": "RK4",
+    "pcformer": "PCformer (RK4 predictor, EMA weights, multistep corrector)",
+    "residual_2x": "residual, 2× layers (the compute of RK2-learned)",
+    "iiet": "IIET (3 iterations)",
+    "nonauto": "non-autonomous (weights θ(t))",
+}
+PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
+VALID = re.compile(r"\| valid on 'valid' subset \| loss ([\d.]+) \| ppl [\d.]+ .*?\| num_updates (\d+)")
+TRAIN_WPS = re.compile(r"\| train \| epoch \d+ \| .*?\| wps ([\d.]+)")
+SECONDS = re.compile(r"done training in ([\d.]+) seconds")
+EARLY_STOP = re.compile(r"early stop since valid performance hasn't improved for last (\d+) runs")
+TEST_PPL = re.compile(r"perplexity ([\d.]+) \(")
+OPTION = r"\b{}=(?:'(\w+)'|(\d+))"
+
+
+@dataclass
+class Run:
+    seed: int
+    parameters: int
+    evaluations: int  # layer evaluations per token of the stack
+    valid_bits: List[float]  # validation loss (bits per token) after each epoch
+    stopped_by: str  # "patience" or "epoch cap"
+    tokens_per_second: float
+    minutes: float
+    test_perplexity: Optional[float]
+    verses: Optional[np.ndarray]  # (verses, 2): log-likelihood, tokens
+
+    @property
+    def best_valid_perplexity(self) -> float:
+        return 2 ** min(self.valid_bits)
+
+
+def _option(log: str, name: str, default: str) -> str:
+    match = re.search(OPTION.format(name), log)
+    return next((group for group in match.groups() if group), default) if match else default
+
+
+def layer_evaluations(log: str) -> int:
+    """Layers × steps × (stages of the method, plus one for a corrector), from the logged options."""
+    stages = get_tableau(_option(log, "decoder_ode_method", "euler")).stages
+    corrector = _option(log, "decoder_ode_corrector", "none") != "none"
+    return int(_option(log, "decoder_layers", "1")) * int(_option(log, "decoder_ode_steps", "1")) * (stages + corrector)
+
+
+def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
+    """The finished run in ``run_dir`` (None before its training ended)."""
+    log_file = run_dir / "train.log"
+    log = log_file.read_text(encoding="utf-8") if log_file.is_file() else ""
+    seconds, params = SECONDS.findall(log), PARAMS.search(log)
+    if not seconds or params is None:
+        return None
+    valid = [float(bits) for bits, _ in VALID.findall(log)]
+    stopped_by = "patience" if EARLY_STOP.search(log) else "epoch cap" if len(valid) >= max_epoch else "other"
+    scores, verses = run_dir / "eval-test" / "scores.txt", run_dir / "eval-test" / "verse-scores.txt"
+    test = TEST_PPL.search(scores.read_text(encoding="utf-8")) if scores.is_file() else None
+    return Run(
+        seed=int(run_dir.name.removeprefix("seed")),
+        parameters=int(params.group(1).replace(",", "")),
+        evaluations=layer_evaluations(log),
+        valid_bits=valid,
+        stopped_by=stopped_by,
+        tokens_per_second=statistics.mean(float(w) for w in TRAIN_WPS.findall(log) or ["nan"]),
+        minutes=float(seconds[-1]) / 60,
+        test_perplexity=float(test.group(1)) if test else None,
+        verses=np.loadtxt(verses, ndmin=2) if verses.is_file() else None,
+    )
+
+
+def runs_of(setting_dir: Path, max_epoch: int) -> List[Run]:
+    runs = (read_run(d, max_epoch) for d in sorted(setting_dir.glob("seed*")))
+    return sorted((run for run in runs if run is not None), key=lambda run: run.seed)
+
+
+def perplexity(verses: np.ndarray, counts: Optional[np.ndarray] = None) -> np.ndarray:
+    """e^(−Σ ll / Σ tokens) of the verses, or of each resample (rows of ``counts``: draws per verse)."""
+    if counts is None:
+        return np.exp(-verses[:, 0].sum() / verses[:, 1].sum())
+    return np.exp(-(counts @ verses[:, 0]) / (counts @ verses[:, 1]))
+
+
+def paired_p_value(system: np.ndarray, baseline: np.ndarray) -> float:
+    """Paired bootstrap over test verses of the perplexity difference (two-sided)."""
+    if system.shape != baseline.shape or not np.array_equal(system[:, 1], baseline[:, 1]):
+        raise ValueError("the two runs scored different test verses: evaluate both on the same test split")
+    counts = draw_counts(resample_indices(len(system), DEFAULT_SAMPLES))
+    result = compare(
+        "perplexity", perplexity(system), perplexity(baseline), perplexity(system, counts), perplexity(baseline, counts)
+    )
+    return result.p_value
+
+
+def best_lr(grid_dir: Path, config: str, lrs: Sequence[str], seed: int, max_epoch: int) -> str:
+    losses = {}
+    for lr in lrs:
+        run = next((r for r in runs_of(grid_dir / config / f"lr{lr}", max_epoch) if r.seed == seed), None)
+        if run is None or not run.valid_bits:
+            raise ValueError(f"{config} has no finished tuning run at lr {lr} (seed {seed}): rerun study.sh")
+        losses[lr] = min(run.valid_bits)
+    return min(lrs, key=lambda lr: losses[lr])
+
+
+def mean_sd(values: Sequence[float], digits: int = 2) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.{digits}f} (1 seed)" if values else ""
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def tuning_table(args: argparse.Namespace) -> List[str]:
+    lines = [
+        f"Tuning (seed {args.tune_seed}): best validation perplexity by peak lr; bold is the choice.",
+        "",
+        "| configuration | peak lr | best validation perplexity | epochs | stopped by |",
+        "|---|---|---|---|---|",
+    ]
+    for config in args.tuned:
+        chosen = best_lr(args.grid_dir, config, args.tune_lrs, args.tune_seed, args.max_epoch)
+        for lr in args.tune_lrs:
+            runs = runs_of(args.grid_dir / config / f"lr{lr}", args.max_epoch)
+            run = next(r for r in runs if r.seed == args.tune_seed)
+            bold = "**" if lr == chosen else ""
+            lines.append(
+                f"| {DESCRIPTION[config]} | {lr} | {bold}{run.best_valid_perplexity:.2f}{bold} | "
+                f"{len(run.valid_bits)} | {run.stopped_by} |"
+            )
+        if chosen in (args.tune_lrs[0], args.tune_lrs[-1]) and len(args.tune_lrs) > 1:
+            lines.append(f"| {DESCRIPTION[config]}: the choice {chosen} is at the edge of the grid | | | | |")
+    return lines
+
+
+def study_table(args: argparse.Namespace, by_config: Dict[str, List[Run]]) -> List[str]:
+    base = {run.seed: run for run in by_config.get(BASELINE, [])}
+    lines = [
+        "| configuration | parameters | layer evaluations per token | seeds | test perplexity, mean ± sd | per seed "
+        "| Δ against residual per seed (paired bootstrap p over verses) | best validation perplexity, mean ± sd "
+        "| epochs per seed (stopped by) | tokens/s (training, mean) | minutes per run (mean) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for config, runs in by_config.items():
+        scored = [run for run in runs if run.test_perplexity is not None]
+        if not scored:
+            continue
+        differences = []
+        for run in scored:
+            baseline = base.get(run.seed)
+            if config != BASELINE and baseline is not None and baseline.test_perplexity is not None:
+                p = paired_p_value(run.verses, baseline.verses)
+                differences.append(f"{run.test_perplexity - baseline.test_perplexity:+.2f} (p = {p:.3f})")
+        lines.append(
+            f"| {DESCRIPTION[config]} | {scored[0].parameters:,} | {scored[0].evaluations} | {len(scored)} "
+            f"| {mean_sd([r.test_perplexity for r in scored])} "
+            f"| {', '.join(f'{r.test_perplexity:.2f}' for r in scored)} "
+            f"| {'(baseline)' if config == BASELINE else ', '.join(differences)} "
+            f"| {mean_sd([r.best_valid_perplexity for r in scored])} "
+            f"| {', '.join(f'{len(r.valid_bits)} ({r.stopped_by})' for r in scored)} "
+            f"| {statistics.mean(r.tokens_per_second for r in scored):,.0f} "
+            f"| {statistics.mean(r.minutes for r in scored):.1f} |"
+        )
+    return lines
+
+
+def curves(by_config: Dict[str, List[Run]]) -> List[str]:
+    """Mean validation perplexity after epochs 1, 2, 4, 8, …, over the seeds still training."""
+    longest = max((len(r.valid_bits) for runs in by_config.values() for r in runs), default=0)
+    epochs = [e for e in (1, 2, 4, 8, 16, 32) if e <= longest]
+    lines = [
+        "| configuration | " + " | ".join(f"epoch {e}" for e in epochs) + " |",
+        "|---|" + "---|" * len(epochs),
+    ]
+    for config, runs in by_config.items():
+        cells = []
+        for epoch in epochs:
+            values = [2 ** r.valid_bits[epoch - 1] for r in runs if len(r.valid_bits) >= epoch]
+            cells.append(f"{statistics.mean(values):.2f}" if values else "")
+        lines.append(f"| {DESCRIPTION[config]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def draw(by_config: Dict[str, List[Run]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for index, (config, runs) in enumerate(by_config.items()):
+        for i, run in enumerate(runs):
+            label = DESCRIPTION[config] if i == 0 else None
+            ax.plot(range(1, len(run.valid_bits) + 1), [2**b for b in run.valid_bits], color=f"C{index}", label=label)
+    ax.set(xlabel="epoch", ylabel="validation perplexity", yscale="log", title="Language-model study: every seed")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--grid-dir", type=Path, required=True)
+    parser.add_argument("--tune-seed", type=int, required=True)
+    parser.add_argument("--tuned", nargs="+", required=True)
+    parser.add_argument("--tune-lrs", nargs="+", required=True)
+    parser.add_argument("--max-epoch", type=int, required=True)
+    parser.add_argument("--patience", type=int, required=True)
+    parser.add_argument("--best", help="print the chosen lr of this configuration")
+    parser.add_argument("--chosen-dir", type=Path, help="CONFIG links to the chosen lr's seeds")
+    parser.add_argument("--configs", nargs="+", default=[])
+    parser.add_argument("--figure", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.best:
+            print(best_lr(args.grid_dir, args.best, args.tune_lrs, args.tune_seed, args.max_epoch))
+            return 0
+        if args.chosen_dir is None:
+            parser.error("give --best CONFIG or --chosen-dir DIR")
+        by_config = {config: runs_of(args.chosen_dir / config, args.max_epoch) for config in args.configs}
+        lines = [
+            *tuning_table(args),
+            "",
+            *study_table(args, by_config),
+            "",
+            "Validation perplexity along training (mean over the seeds that reached the epoch):",
+            "",
+            *curves(by_config),
+        ]
+        print("\n".join(lines))
+        if args.figure:
+            draw(by_config, args.figure)
+        return 0
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The converged language-model study on the bundled Bible (prepare.sh's English column): every
+# configuration trained to convergence with train.sh's bible recipe (2 layers, d = 128, FFN 512,
+# 128-token blocks, 4,096 tokens per update, dropout 0.1, inverse square-root decay; one validation
+# per epoch, stopped after --patience validations without a better loss or at --max-epoch epochs),
+# the best checkpoint scored on the test split (evaluate.sh: context window 64, every token's
+# log-probability kept), over several seeds; then a table of test perplexity (mean ± sd), the
+# per-seed difference against the residual model with a paired bootstrap over test verses, epochs
+# and why each run stopped, tokens/s and minutes per run, and a figure of the validation curves.
+# Configurations, at equal parameters unless said: residual (Euler), RK2 with learned coefficients,
+# RK4, PCformer, residual with twice the layers (the compute of RK2-learned; more parameters),
+# IIET (3 iterations), the non-autonomous model.
+# The peak lr is tuned on seed 1 for --tuned configurations (over --tune-lrs, by the best
+# validation loss); the others use RK2-learned's choice (else the first tuned configuration's).
+# Runs go in parallel (--jobs), one thread each unless OMP_NUM_THREADS says otherwise. A rerun
+# resumes: finished stages are reused, an unfinished training resumes from its last checkpoint, and
+# with --record-dir every finished run's record (settings, data digest, training log, scores, verse
+# log-likelihoods; no checkpoints) is kept there and reused, also in a fresh checkout.
+#
+# Usage: study.sh [options]
+# Layout: every run is WORK_DIR/grid/CONFIG/lrLR/seedS; WORK_DIR/chosen/CONFIG links to the lr the
+# table reports; the table is WORK_DIR/results.md, the figure WORK_DIR/curves.png.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+HERE="$REPO_ROOT/examples/language_modeling"
+
+declare -A CONFIG_ARCH=(
+  [residual]=ode_transformer_lm_euler
+  [rk2_learned]=ode_transformer_lm_rk2_learned
+  [rk4]=ode_transformer_lm_rk4
+  [pcformer]=ode_transformer_lm_pcformer
+  [residual_2x]=ode_transformer_lm_euler
+  [iiet]=ode_transformer_lm_rk4
+  [nonauto]=ode_transformer_lm_nonauto
+)
+declare -A CONFIG_MODEL_ARGS=([residual_2x]="--decoder-layers 4" [iiet]="--decoder-ode-method iie3")
+ALL_CONFIGS="residual rk2_learned rk4 pcformer residual_2x iiet nonauto"
+
+parse_options "$@" <<'EOF'
+--work-dir=DIR        WORK_DIR       -          $REPO_ROOT/work-dirs/lm-study
+--configs=LIST        CONFIGS        -          $ALL_CONFIGS  # in quotes, of residual rk2_learned rk4 pcformer residual_2x iiet
+                                                # nonauto (the study's priority order)
+--tuned=LIST          TUNED          -          residual rk2_learned  # configurations whose lr is tuned on seed 1
+--tune-lrs=LIST       TUNE_LRS       numbers    1e-3 2e-3 4e-3  # peak learning rates tried
+--seeds=LIST          SEEDS          positives  1 2 3     # in quotes: "1 2 3"
+--max-epoch=N         MAX_EPOCH      positive   40        # the epoch cap
+--patience=N          PATIENCE       positive   5         # validations without a better loss before a run stops
+--record-dir=DIR      RECORD_DIR                          # keep each finished run's record here and reuse it (see above)
+--jobs=N              JOBS           positive   $(nproc)  # runs at a time, each with OMP_NUM_THREADS intra-op threads, 1 where that is
+                                                          # unset (default: nproc)
+--gpus=N              GPUS           gpus                 # 0 = train on the CPU, N > 1 = data-parallel on N GPUs, for every run
+                                                          # (default: 1 if CUDA is visible, else 0)
+--train-lines|--valid-lines|--test-lines|--workers=N  PREPARE_ARGS[]  forward  # for prepare.sh
+--=OPTIONS            TRAIN_EXTRA[]                       # extra train.sh options for every run (e.g. --max-tokens 2048)
+--run=RUN             RUN                                 # one run of the study, "CONFIG SEED LR" (the study runs them)
+EOF
+for config in $CONFIGS $TUNED; do
+  [[ -n "${CONFIG_ARCH[$config]:-}" ]] || usage_error "unknown configuration '$config'; choose from: $ALL_CONFIGS"
+done
+for config in $TUNED; do
+  [[ " $CONFIGS " == *" $config "* ]] || usage_error "--tuned names $config, which is not in --configs ($CONFIGS)"
+done
+use_project_python
+GPUS="${GPUS:-$(default_gpus)}"
+DATA_BIN="$WORK_DIR/data-bin"
+
+recipe() {  # recipe LR SEED — the settings line a run's record holds
+  echo "max_epoch=$MAX_EPOCH patience=$PATIENCE lr=$1 seed=$2 extra=${TRAIN_EXTRA[*]}"
+}
+
+data_id() {  # the digest of the data a run depends on: dictionary, training text, test text
+  content_id "$DATA_BIN/dict.txt" "$DATA_BIN"/train.{bin,idx} "$DATA_BIN"/test.{bin,idx}
+}
+
+check_record() {  # check_record RECORD RECIPE — refuse a record of other settings or other data
+  local recipe data
+  recipe="$(gzip -dc "$1/recipe.txt.gz")" data="$(gzip -dc "$1/data-id.txt.gz")"
+  [[ "$recipe" == "$2" ]] || die "the record $1 was made with other settings ($recipe), not $2: use \
+another --record-dir, or delete the record to rerun it"
+  [[ "$data" == "$(data_id)" ]] || die "the record $1 was made on other data (digest $data, here \
+$(data_id)): prepare the corpus with the options of the study that made it, use another --record-dir, \
+or delete the record to rerun it"
+}
+
+run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best checkpoint, keep the record
+  local config="$1" seed="$2" lr="$3" save_dir record=""
+  save_dir="$WORK_DIR/grid/$config/lr$lr/seed$seed"
+  [[ -z "$RECORD_DIR" ]] || record="$RECORD_DIR/grid/$config/lr$lr/seed$seed"
+  if [[ -n "$record" && -d "$record" ]]; then
+    check_record "$record" "$(recipe "$lr" "$seed")"
+    restore_run "$record" "$save_dir"
+    log "reused the record of $config seed $seed (lr $lr): $record"
+    return
+  fi
+  mkdir -p "$save_dir"
+  # shellcheck disable=SC2086  # the configuration's model options are words
+  "$HERE/train.sh" --work-dir "$WORK_DIR" --arch "${CONFIG_ARCH[$config]}" --save-dir "$save_dir" \
+    --gpus "$GPUS" --lr "$lr" --seed "$seed" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
+    "${TRAIN_EXTRA[@]}" -- ${CONFIG_MODEL_ARGS[$config]:-} > "$save_dir/train.stdout" 2>&1 \
+    || die "training $config seed $seed failed; see $save_dir/train.log"
+  "$HERE/evaluate.sh" --work-dir "$WORK_DIR" --checkpoint-dir "$save_dir" --out-dir "$save_dir/eval-test" \
+    --gpus "$((GPUS > 0))" -- --output-word-probs > /dev/null
+  if run_stage "$save_dir/eval-test/verse-scores.txt" "verse log-likelihoods of $config seed $seed"; then
+    python "$HERE/lm_text.py" verse-scores "$save_dir/eval-test/eval-lm.log" --subset "$DATA_BIN/test" \
+      > "$save_dir/eval-test/verse-scores.txt.tmp" || die "no verse scores of $save_dir (message above)"
+    publish "$save_dir/eval-test/verse-scores.txt.tmp" "$save_dir/eval-test/verse-scores.txt"
+  fi
+  if [[ -n "$record" ]]; then
+    recipe "$lr" "$seed" > "$save_dir/recipe.txt"
+    data_id > "$save_dir/data-id.txt"
+    record_run "$save_dir" "$record" recipe.txt data-id.txt train.log eval-test/scores.txt \
+      eval-test/verse-scores.txt
+  fi
+  log "finished $config seed $seed (lr $lr)"
+}
+
+if [[ -n "$RUN" ]]; then
+  # One run: OMP_NUM_THREADS intra-op threads where it is set, else one (--jobs run at a time).
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-${OMP_NUM_THREADS:-1}}"
+  read -r -a run <<< "$RUN"
+  run_one "${run[@]}"
+  exit 0
+fi
+
+run_all() {  # lines "CONFIG SEED LR" on standard input, run --jobs at a time, with this study's options
+  local records=()
+  [[ -z "$RECORD_DIR" ]] || records=(--record-dir "$RECORD_DIR")
+  xargs -r -P "$JOBS" -d '\n' -I{} "$0" --work-dir "$WORK_DIR" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
+    --gpus "$GPUS" "${records[@]}" --run {} -- "${TRAIN_EXTRA[@]}" \
+    || die "some runs failed (messages above); rerun to resume"
+}
+
+lock_dir "$WORK_DIR"
+log "prepare the corpus (the whole log: $WORK_DIR/prepare.log)"
+"$HERE/prepare.sh" --work-dir "$WORK_DIR" "${PREPARE_ARGS[@]}" 2>> "$WORK_DIR/prepare.log" \
+  || die "preparing the corpus failed; see $WORK_DIR/prepare.log"
+TUNE_SEED="${SEEDS%% *}"
+log "tuning: peak lr over $TUNE_LRS for $TUNED (seed $TUNE_SEED)"
+for config in $TUNED; do
+  for lr in $TUNE_LRS; do echo "$config $TUNE_SEED $lr"; done
+done | run_all
+TABLE=(python "$HERE/lm_study_table.py" --grid-dir "$WORK_DIR/grid" --tune-seed "$TUNE_SEED" --tuned $TUNED
+  --tune-lrs $TUNE_LRS --max-epoch "$MAX_EPOCH" --patience "$PATIENCE")
+declare -A LR=()
+for config in $TUNED; do
+  LR[$config]="$("${TABLE[@]}" --best "$config")" || die "could not pick the lr of $config"
+done
+SHARED_LR="${LR[rk2_learned]:-${LR[${TUNED%% *}]}}"
+for config in $CONFIGS; do LR[$config]="${LR[$config]:-$SHARED_LR}"; done
+log "learning rates: $(for config in $CONFIGS; do printf '%s %s; ' "$config" "${LR[$config]}"; done)"
+# Seed-major, in the priority order: a study stopped early has the first configurations complete.
+for seed in $SEEDS; do
+  for config in $CONFIGS; do echo "$config $seed ${LR[$config]}"; done
+done | run_all
+for config in $CONFIGS; do
+  mkdir -p "$WORK_DIR/chosen"
+  ln -sfn "../grid/$config/lr${LR[$config]}" "$WORK_DIR/chosen/$config"
+done
+"${TABLE[@]}" --chosen-dir "$WORK_DIR/chosen" --configs $CONFIGS --figure "$WORK_DIR/curves.png" \
+  > "$WORK_DIR/results.md.tmp" || { rm -f "$WORK_DIR/results.md.tmp"; die "could not summarise the runs"; }
+publish "$WORK_DIR/results.md.tmp" "$WORK_DIR/results.md"
+cat "$WORK_DIR/results.md"
