@@ -51,7 +51,7 @@ parse_options "$@" <<'EOF'
 --gpus=N              GPUS           gpus                 # 0 = train on the CPU, N > 1 = data-parallel on N GPUs, for every run
                                                           # (default: 1 if CUDA is visible, else 0)
 --train-lines|--valid-lines|--test-lines|--workers=N  PREPARE_ARGS[]  forward  # for prepare.sh
---=OPTIONS            TRAIN_EXTRA[]                       # extra train.sh options for every run (e.g. --max-tokens 2048)
+--=OPTIONS            TRAIN_EXTRA[]                       # extra fairseq-train options for every run (after the recipe's)
 --run=RUN             RUN                                 # one run of the study, "CONFIG SEED LR" (the study runs them)
 EOF
 for config in $CONFIGS $TUNED; do
@@ -96,7 +96,7 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
   # shellcheck disable=SC2086  # the configuration's model options are words
   "$HERE/train.sh" --work-dir "$WORK_DIR" --arch "${CONFIG_ARCH[$config]}" --save-dir "$save_dir" \
     --gpus "$GPUS" --lr "$lr" --seed "$seed" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
-    "${TRAIN_EXTRA[@]}" -- ${CONFIG_MODEL_ARGS[$config]:-} > "$save_dir/train.stdout" 2>&1 \
+    -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}" > "$save_dir/train.stdout" 2>&1 \
     || die "training $config seed $seed failed; see $save_dir/train.log"
   "$HERE/evaluate.sh" --work-dir "$WORK_DIR" --checkpoint-dir "$save_dir" --out-dir "$save_dir/eval-test" \
     --gpus "$((GPUS > 0))" -- --output-word-probs > /dev/null

@@ -188,6 +188,7 @@ def fake_inputs(tmp: Path) -> Dict[str, tuple]:
             ["--work-dir", w, "--checkpoint-dir", t, "--prompt", "In the beginning", "--out-dir", w, "--gpus", "0"],
         ),
         "language_modeling/demo.sh": (work, ["--work-dir", w, "--gpus", "0"]),
+        "language_modeling/study.sh": (work, ["--work-dir", w, "--gpus", "0"]),
     }
 
 

@@ -1,0 +1,127 @@
+"""The converged language-model study (examples/language_modeling/study.sh) end to end on a slice
+of the Bible at a tiny width: lr tuning on seed 1, seeds, runs stopped by the epoch cap or
+patience, the table with paired bootstrap p-values over test verses, the curves figure, the run
+records and a fresh work dir resumed from them; and its helpers (verse scores, the paired test)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.e2e.cli import run_pipeline
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PIPELINE = REPO_ROOT / "examples" / "language_modeling"
+sys.path.insert(0, str(PIPELINE))
+import lm_study_table  # noqa: E402  (the study's table, a script beside the shell scripts)
+import lm_text  # noqa: E402
+
+TINY = ["--train-lines", "300", "--valid-lines", "20", "--test-lines", "20", "--workers", "1"]
+TINY += ["--configs", "residual rk2_learned", "--tuned", "residual", "--tune-lrs", "4e-3 8e-3", "--seeds", "1 2"]
+TINY += ["--max-epoch", "3", "--patience", "1", "--jobs", "2", "--gpus", "0"]
+TINY_WIDTH = ["--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-input-dim", "32"]
+TINY_WIDTH += ["--decoder-output-dim", "32"]
+
+
+def study_in(work: Path, records: Path, *options: str) -> subprocess.CompletedProcess:
+    """study.sh at the tiny settings; ``options`` (given after them) win."""
+    args = ["--work-dir", str(work), "--record-dir", str(records), *TINY, *options, "--", *TINY_WIDTH]
+    return run_pipeline(PIPELINE / "study.sh", *args)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    work = tmp_path_factory.mktemp("lm-study")
+    result = study_in(work, work / "records")
+    assert result.returncode == 0, result.stderr[-4000:]
+    return work, result
+
+
+def table_rows(text: str, first_cell: str) -> list[list[str]]:
+    return [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith(f"| {first_cell}")
+    ]
+
+
+def test_the_table_compares_each_seed_with_the_residual_model_and_says_why_runs_stopped(study):
+    work, result = study
+    results = (work / "results.md").read_text()
+    assert result.stdout.strip() == results.strip()
+    (residual,) = [row for row in table_rows(results, "residual (Euler)") if row[1].replace(",", "").isdigit()]
+    (rk2,) = [row for row in table_rows(results, "RK2, learned coefficients") if row[1].replace(",", "").isdigit()]
+    assert (residual[2], rk2[2], residual[3], rk2[3]) == ("2", "4", "2", "2")
+    assert residual[6] == "(baseline)" and rk2[6].count("(p = ") == 2
+    for row in (residual, rk2):
+        assert all(stop in ("3 (epoch cap)", "1 (patience)", "2 (patience)") for stop in row[8].split(", "))
+    assert (work / "curves.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_tuned_lr_is_bracketed_or_flagged_and_the_untuned_configuration_shares_it(study):
+    work, _ = study
+    results = (work / "results.md").read_text()
+    tuning = [row for row in table_rows(results, "residual (Euler)") if row[1] in ("4e-3", "8e-3")]
+    assert len(tuning) == 2 and sum("**" in row[2] for row in tuning) == 1
+    chosen = next(row[1] for row in tuning if "**" in row[2])
+    assert "is at the edge of the grid" in results  # a two-value grid: the choice is always at an edge
+    assert [d.name for d in (work / "grid" / "rk2_learned").iterdir()] == [f"lr{chosen}"]
+    assert (work / "chosen" / "rk2_learned").resolve() == work / "grid" / "rk2_learned" / f"lr{chosen}"
+
+
+def test_every_test_verse_has_a_log_likelihood_that_sums_to_the_reported_perplexity(study):
+    work, _ = study
+    for run in (work / "chosen").glob("*/seed*"):
+        verses = np.loadtxt(run / "eval-test" / "verse-scores.txt", ndmin=2)
+        assert len(verses) == 20
+        reported = float((run / "eval-test" / "scores.txt").read_text().split()[2])
+        # fairseq sums float32 log-probabilities (relative error ≲ tokens · 2⁻²⁴ ≈ 2·10⁻⁵ of ~10 nats
+        # per token) and prints 2 decimals; the verse scores carry 6 decimals per token.
+        assert lm_study_table.perplexity(verses) == pytest.approx(reported, rel=1e-3)
+
+
+def test_a_fresh_work_dir_resumes_from_the_records_without_training(study, tmp_path):
+    work, first = study
+    again = study_in(tmp_path / "fresh", work / "records")
+    assert again.returncode == 0, again.stderr[-4000:]
+    # tuning: residual at both lrs; then seeds 1 and 2 of both configurations (residual's seed 1 is
+    # its tuning run's record)
+    assert again.stderr.count("reused the record") == 6 and "finished" not in again.stderr
+    assert not list((tmp_path / "fresh").rglob("*.pt"))
+    assert again.stdout == first.stdout
+
+
+def test_a_record_of_other_settings_is_refused(study, tmp_path):
+    result = study_in(tmp_path / "other", study[0] / "records", "--patience", "2")
+    assert result.returncode != 0 and "was made with other settings" in result.stderr
+
+
+@pytest.mark.parametrize("prefix", ["2026-12-02 10:00:00 | INFO | fairseq_cli.eval_lm | ", "INFO:fairseq_cli.eval_lm:"])
+def test_verse_scores_follow_the_blocks_in_sample_order_and_cut_at_line_ends(prefix):
+    log = "\n".join(
+        [
+            f"{prefix}1 c [-0.5]\t</s> [-0.25]\td [-1.0]",
+            f"{prefix}0 a [-1.5]\t[ [-2.0]\t</s> [-0.5]\tb [-2.5e-01]",
+            f"{prefix}2 </s> [-3.0]",
+        ]
+    )
+    assert lm_text.verse_scores(log, 8) == ["-4.0\t3", "-1.0\t3", "-4.0\t2"]
+    with pytest.raises(ValueError, match="scores 8 tokens in 3 complete lines, but the subset holds 9"):
+        lm_text.verse_scores(log, 9)
+    with pytest.raises(ValueError, match="scores 7 tokens in 2 complete lines"):
+        lm_text.verse_scores(log.rsplit("\n", 1)[0], 7)
+
+
+def test_the_paired_test_over_verses():
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(5, 30, size=200).astype(float)
+    baseline = np.stack([-4.0 * tokens + rng.normal(0, 3, 200), tokens], axis=1)
+    assert lm_study_table.paired_p_value(baseline, baseline) == 1.0
+    better = baseline + np.stack([0.5 * tokens, 0 * tokens], axis=1)
+    assert lm_study_table.paired_p_value(better, baseline) == pytest.approx(1 / 1001)
+    with pytest.raises(ValueError, match="scored different test verses"):
+        lm_study_table.paired_p_value(baseline[:-1], baseline[1:])
