@@ -333,9 +333,14 @@ record_run() {  # record_run RUN_DIR RECORD_DIR FILE... — the FILEs (paths und
   publish "$tmp" "$record"
 }
 
-restore_run() {  # restore_run RECORD_DIR RUN_DIR — false without a record; else its files, decompressed, in RUN_DIR
-  local file
+restore_run() {  # restore_run RECORD_DIR RUN_DIR RECIPE_FILE RECIPE DATA_ID — false without a record; else its files,
+  local file recipe data  # decompressed, in RUN_DIR, once it proves made with RECIPE (in RECIPE_FILE) on DATA_ID
   [[ -d "$1" ]] || return 1
+  recipe="$(gzip -dc "$1/$3.gz")" data="$(gzip -dc "$1/data-id.txt.gz")"
+  [[ "$recipe" == "$4" ]] || die "the record $1 was made with other settings ($recipe), not $4: use \
+another --record-dir, or delete the record to rerun it"
+  [[ "$data" == "$5" ]] || die "the record $1 was made on other data (digest $data, here $5): prepare \
+the corpus with the options of the study that made it, use another --record-dir, or delete the record to rerun it"
   while IFS= read -r -d '' file; do
     file="${file#"$1"/}"
     mkdir -p "$2/$(dirname "$file")"

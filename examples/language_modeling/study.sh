@@ -72,23 +72,11 @@ data_id() {  # the digest of the data a run depends on: dictionary, training tex
   content_id "$DATA_BIN/dict.txt" "$DATA_BIN"/train.{bin,idx} "$DATA_BIN"/test.{bin,idx}
 }
 
-check_record() {  # check_record RECORD RECIPE — refuse a record of other settings or other data
-  local recipe data
-  recipe="$(gzip -dc "$1/recipe.txt.gz")" data="$(gzip -dc "$1/data-id.txt.gz")"
-  [[ "$recipe" == "$2" ]] || die "the record $1 was made with other settings ($recipe), not $2: use \
-another --record-dir, or delete the record to rerun it"
-  [[ "$data" == "$(data_id)" ]] || die "the record $1 was made on other data (digest $data, here \
-$(data_id)): prepare the corpus with the options of the study that made it, use another --record-dir, \
-or delete the record to rerun it"
-}
-
 run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best checkpoint, keep the record
   local config="$1" seed="$2" lr="$3" save_dir record=""
   save_dir="$WORK_DIR/grid/$config/lr$lr/seed$seed"
   [[ -z "$RECORD_DIR" ]] || record="$RECORD_DIR/grid/$config/lr$lr/seed$seed"
-  if [[ -n "$record" && -d "$record" ]]; then
-    check_record "$record" "$(recipe "$lr" "$seed")"
-    restore_run "$record" "$save_dir"
+  if [[ -n "$record" ]] && restore_run "$record" "$save_dir" recipe.txt "$(recipe "$lr" "$seed")" "$(data_id)"; then
     log "reused the record of $config seed $seed (lr $lr): $record"
     return
   fi

@@ -101,24 +101,12 @@ data_id() {  # the digest of the data a run's scores depend on: dictionaries, tr
   content_id "$WORK_DIR"/data-bin/dict.{en,es}.txt "$WORK_DIR"/data-bin/train.en-es.{en,es}.idx "$WORK_DIR/raw/test.es"
 }
 
-check_record() {  # check_record RECORD RECIPE — refuse a record of other settings or other data
-  local recipe data
-  recipe="$(gzip -dc "$1/run-config.txt.gz")" data="$(gzip -dc "$1/data-id.txt.gz")"
-  [[ "$recipe" == "$2" ]] || die "the record $1 was made with other settings ($recipe), not $2: use \
-another --record-dir, or delete the record to rerun it"
-  [[ "$data" == "$(data_id)" ]] || die "the record $1 was made on other data (digest $data, here \
-$(data_id)): prepare the corpus with the options of the study that made it, use another --record-dir, \
-or delete the record to rerun it"
-}
-
 run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all (or --record-dir) also average the newest
   local config="$1" seed="$2" lr="$3" warmup="$4" stages="$5"  # 5 checkpoints, decode, score
   local save_dir record=""
   save_dir="$(setting_dir "$config" "$lr" "$warmup")/seed$seed"
   [[ -z "$RECORD_DIR" ]] || record="$RECORD_DIR/grid/$config/lr$lr-warmup$warmup/seed$seed"
-  if [[ -n "$record" && -d "$record" ]]; then
-    check_record "$record" "$(recipe "$lr" "$warmup")"
-    restore_run "$record" "$save_dir"
+  if [[ -n "$record" ]] && restore_run "$record" "$save_dir" run-config.txt "$(recipe "$lr" "$warmup")" "$(data_id)"; then
     log "reused the record of $config seed $seed (lr $lr, warmup $warmup): $record"
     return
   fi
