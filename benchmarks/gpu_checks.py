@@ -136,11 +136,9 @@ def training_arguments(
     max_tokens: int = 1024,
     extra: Sequence[str] = (),
 ) -> List[str]:
-    """fairseq-train's command line for ``arch`` with ``model_options`` in ``precision`` (fp16 or
-    bf16) on ``device``: shared embeddings, Adam at ``lr`` after ``warmup_updates`` of
-    inverse-square-root warm-up, label smoothing 0.1, ``max_tokens`` per batch, seed 1, no
-    checkpoints (so no save directory is locked or written); then ``extra``."""
-    args = [
+    """fairseq-train's command line for the translation model ``arch`` with ``model_options``:
+    shared embeddings, label smoothing 0.1, then :func:`trainer_arguments`."""
+    return [
         data_bin,
         "--user-dir",
         PLUGIN_DIR,
@@ -148,6 +146,22 @@ def training_arguments(
         arch,
         *command_line(model_options),
         "--share-all-embeddings",
+        "--criterion",
+        "label_smoothed_cross_entropy",
+        "--label-smoothing",
+        "0.1",
+        *trainer_arguments(precision, device, lr, warmup_updates, max_tokens, extra),
+    ]
+
+
+def trainer_arguments(
+    precision: str, device: str, lr: float, warmup_updates: int, max_tokens: int, extra: Sequence[str]
+) -> List[str]:
+    """fairseq-train's options of any task's training in ``precision`` (fp16 or bf16) on
+    ``device``: Adam at ``lr`` after ``warmup_updates`` of inverse-square-root warm-up,
+    ``max_tokens`` per batch, seed 1, no checkpoints (so no save directory is locked or written);
+    then ``extra``."""
+    args = [
         "--optimizer",
         "adam",
         "--lr",
@@ -156,10 +170,6 @@ def training_arguments(
         "inverse_sqrt",
         "--warmup-updates",
         str(warmup_updates),
-        "--criterion",
-        "label_smoothed_cross_entropy",
-        "--label-smoothing",
-        "0.1",
         "--max-tokens",
         str(max_tokens),
         "--num-workers",

@@ -6,7 +6,8 @@
 #                antlr4-python3-runtime (built here from its source: PyPI has no wheel of 4.9.3),
 #                bitarray, sacremoses; the versions of requirements*.txt
 #   .gpu-data/   the bundled Bible corpus prepared as for the quality study (prepare_bible.sh,
-#                a joint vocabulary of 4000 SentencePiece units): bible/data-bin
+#                a joint vocabulary of 4000 SentencePiece units): bible/data-bin; and its English
+#                column as for the language-model study (language_modeling/prepare.sh): bible-lm/data-bin
 # Then it checks that the repository's tracked files and both folders stay under the 64 MiB that
 # one device call carries. Run it in the checkout that the device tool sends, with the project's
 # environment active (it needs pip and, for the corpus, fairseq-preprocess); again after a change
@@ -52,8 +53,11 @@ rm -rf .whl && mv .whl.tmp .whl
 
 echo "[gpu_prepare] the Bible corpus → .gpu-data/bible/data-bin" >&2
 examples/translation/prepare_bible.sh --work-dir work-dirs/gpu-prepare/bible --vocab-size 4000
-rm -rf .gpu-data && mkdir -p .gpu-data/bible
+echo "[gpu_prepare] the Bible's English column → .gpu-data/bible-lm/data-bin" >&2
+examples/language_modeling/prepare.sh --corpus bible --work-dir work-dirs/gpu-prepare/bible-lm
+rm -rf .gpu-data && mkdir -p .gpu-data/bible .gpu-data/bible-lm
 cp -r work-dirs/gpu-prepare/bible/data-bin .gpu-data/bible/data-bin
+cp -r work-dirs/gpu-prepare/bible-lm/data-bin .gpu-data/bible-lm/data-bin
 
 TRACKED=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 CARRIED=$(du -cb .whl .gpu-data | tail -1 | cut -f1)

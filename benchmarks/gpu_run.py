@@ -3,16 +3,17 @@ runs it after installing what it carries).
 
 Parts, in order, each a process of its own with a share of the budget: ``checks``
 (:mod:`benchmarks.gpu_checks`), ``speed`` (:mod:`benchmarks.run`: the speed and memory table of
-docs/benchmarks.md in bf16 at d=512) and ``study`` (:mod:`benchmarks.gpu_study`). A part's limit is
+docs/benchmarks.md in bf16 at d=512), ``study`` (:mod:`benchmarks.gpu_study`, translation) and
+``lm`` (:mod:`benchmarks.gpu_lm_study`, language models). A part's limit is
 its share of the time then left, so time a part leaves unused goes to the later ones. A part past
 its limit is stopped (SIGTERM, then SIGKILL) and the next one starts; every part writes its results
 as it goes, so a stopped part keeps what it finished. A SIGTERM, SIGINT or SIGHUP to this process
 stops the part running the same way, starts no other and ends the run (exit status 128 + the
 signal's number) once the summary is written; a part also gets SIGTERM when this process dies
 (Linux's parent-death signal), so no part outlives the run. Then ``summary.md`` is written from the
-results: the parts' limits, times and outcomes, the checks, the speed table and the study's
-learning curves. Output files (at most 8, as the device tool brings back): summary.md, parts.json,
-checks.jsonl, speed.md, speed.json, study.jsonl, run.log.
+results: the parts' limits, times and outcomes, the checks, the speed table and the two studies'
+learning curves. Output files (8, as many as the device tool brings back): summary.md, parts.json,
+checks.jsonl, speed.md, speed.json, study.jsonl, lm.jsonl, run.log.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks.table import Row, markdown
 
@@ -72,7 +73,8 @@ GPU_SPEED = [
 ]
 SMOKE_SPEED = ["--smoke", "--sections", "training", "rk-overhead", "generation", "decoder-step"]
 SMOKE_STUDY = ["--smoke", "--max-updates", "6"]  # a smoke run takes as long as its work, not its budget
-SMOKE_SHARES = {"checks": 0.4, "speed": 0.25, "study": 0.35}
+SMOKE_SHARES = {"checks": 0.4, "speed": 0.2, "study": 0.2, "lm": 0.2}
+LM_EVALUATION_SHARE = 0.15  # the LM study's test is one pass over the test blocks, no beam search
 STUDY_SHARE_OF_LIMIT = 0.9  # the study ends itself within this part of its limit
 STOP_GRACE_SECONDS = 10
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -83,6 +85,7 @@ PR_SET_PDEATHSIG = 1  # prctl(2)
 class Options:
     out_dir: str
     data_bin: str
+    lm_data_bin: str
     device: str
     smoke: bool
 
@@ -108,10 +111,32 @@ def python(*args: str) -> List[str]:
     return [sys.executable, "-m", *args]
 
 
+def study_command(
+    module: str, corpus: Callable[[Options], str], out: str, *extra: str
+) -> Callable[[Options, float], List[str]]:
+    """A round-robin study's command: ``module`` on the options' ``corpus``, ending within its
+    share of the part's limit, its records in ``out``."""
+    return lambda o, limit: python(
+        module,
+        "--device",
+        o.device,
+        "--precision",
+        "bf16",
+        "--data-bin",
+        corpus(o),
+        "--deadline",
+        f"{time.time() + STUDY_SHARE_OF_LIMIT * limit:.0f}",
+        "--out",
+        os.path.join(o.out_dir, out),
+        *extra,
+        *(SMOKE_STUDY if o.smoke else []),
+    )
+
+
 PARTS = [
     Part(
         "checks",
-        0.2,
+        0.15,
         lambda o, limit: python(
             "benchmarks.gpu_checks",
             "--device",
@@ -125,28 +150,22 @@ PARTS = [
     ),
     Part(
         "speed",
-        0.35,
+        0.3,
         lambda o, limit: python(
             "benchmarks.run", *(SMOKE_SPEED if o.smoke else GPU_SPEED), "--json", os.path.join(o.out_dir, "speed.json")
         ),
         stdout="speed.md",
     ),
+    Part("study", 0.3, study_command("benchmarks.gpu_study", lambda o: o.data_bin, "study.jsonl")),
     Part(
-        "study",
-        0.45,
-        lambda o, limit: python(
-            "benchmarks.gpu_study",
-            "--device",
-            o.device,
-            "--precision",
-            "bf16",
-            "--data-bin",
-            o.data_bin,
-            "--deadline",
-            f"{time.time() + STUDY_SHARE_OF_LIMIT * limit:.0f}",
-            "--out",
-            os.path.join(o.out_dir, "study.jsonl"),
-            *(SMOKE_STUDY if o.smoke else []),
+        "lm",
+        0.25,
+        study_command(
+            "benchmarks.gpu_lm_study",
+            lambda o: o.lm_data_bin,
+            "lm.jsonl",
+            "--evaluation-share",
+            str(LM_EVALUATION_SHARE),
         ),
     ),
 ]
@@ -297,18 +316,22 @@ def checks_report(records: List[Dict[str, Any]]) -> List[str]:
     return lines
 
 
-def study_report(records: List[Dict[str, Any]]) -> List[str]:
+def curves(
+    records: List[Dict[str, Any]], title: str, measure: str, value: Callable[[float], str]
+) -> Tuple[List[str], Optional[Dict[str, Any]]]:
+    """A round-robin study's heading and its validation curves (``value`` of each validation NLL,
+    at most 10 points), and its start record; only a heading when it has none."""
     start = next((r for r in records if r["event"] == "start"), None)
     if start is None:
-        return ["## Quality study", "", "No results (the part did not get as far as building its models)."]
+        return [f"## {title}", "", "No results (the part did not get as far as building its models)."], None
     valid = [r for r in records if r["event"] == "valid"]
     updates = sorted({r["updates"] for r in valid})
     shown = updates if len(updates) <= 10 else [updates[i * (len(updates) - 1) // 9] for i in range(10)]
     lines = [
-        "## Quality study",
+        f"## {title}",
         "",
         f"{start['precision']} on {start['device']}, recipe {start['recipe']}; "
-        "every configuration gets the same updates, round-robin. Validation NLL in bits/token:",
+        f"every configuration gets the same updates, round-robin. {measure}:",
         "",
         "| configuration | parameters | " + " | ".join(f"{u} updates" for u in shown) + " |",
         "|---|---|" + "---|" * len(shown),
@@ -317,9 +340,14 @@ def study_report(records: List[Dict[str, Any]]) -> List[str]:
         nll = {r["updates"]: r["valid_nll"] for r in valid if r["config"] == config}
         lines.append(
             f"| {config} | {start['parameters'][config]:,} | "
-            + " | ".join(f"{nll[u]:.3f}" if u in nll else "" for u in shown)
+            + " | ".join(value(nll[u]) if u in nll else "" for u in shown)
             + " |"
         )
+    return lines, start
+
+
+def study_report(records: List[Dict[str, Any]]) -> List[str]:
+    lines, _ = curves(records, "Quality study", "Validation NLL in bits/token", lambda nll: f"{nll:.3f}")
     tests = [r for r in records if r["event"] == "test"]
     if tests:
         lines += [
@@ -331,6 +359,32 @@ def study_report(records: List[Dict[str, Any]]) -> List[str]:
         ]
         lines += [
             f"| {r['config']} | {r['updates']} | {r['bleu']:.2f} | {r['brevity_penalty']:.3f} | {r['sentences']} |"
+            for r in tests
+        ]
+    return lines
+
+
+def lm_report(records: List[Dict[str, Any]]) -> List[str]:
+    lines, start = curves(
+        records,
+        "Language-model study",
+        "Validation perplexity (2^NLL over blocks of the recipe's tokens_per_sample)",
+        lambda nll: f"{2**nll:.1f}",
+    )
+    tests = [r for r in records if r["event"] == "test"]
+    if tests:
+        residual = next((r["test_nll"] for r in tests if r["config"] == "residual"), None)
+        lines += [
+            "",
+            "Test set, the same blocks (no context window); Δ against the residual model:",
+            "",
+            "| configuration | updates | test perplexity | NLL (bits/token) | Δ NLL vs residual |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['config']} | {r['updates']} | {2 ** r['test_nll']:.2f} | {r['test_nll']:.4f} | "
+            + (f"{r['test_nll'] - residual:+.4f}" if residual is not None else "")
+            + " |"
             for r in tests
         ]
     return lines
@@ -376,6 +430,7 @@ def write_summary(out_dir: str, env: Dict[str, Any], outcomes: Sequence[Outcome]
     else:
         lines.append("No results: the part was stopped before its first section ended.")
     lines += [""] + study_report(read_json_lines(os.path.join(out_dir, "study.jsonl")))
+    lines += [""] + lm_report(read_json_lines(os.path.join(out_dir, "lm.jsonl")))
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out_dir, "summary.md"), "w", encoding="utf-8") as f:
         f.write(text)
@@ -387,13 +442,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         prog="python -m benchmarks.gpu_run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out-dir", required=True)
-    parser.add_argument("--data-bin", required=True, help="the prepared corpus (train, valid, test)")
+    parser.add_argument("--data-bin", required=True, help="the prepared translation corpus (train, valid, test)")
+    parser.add_argument("--lm-data-bin", required=True, help="the prepared language-model corpus (train, valid, test)")
     parser.add_argument("--seconds", type=float, required=True, help="time budget of all parts")
     parser.add_argument("--smoke", action="store_true", help="on the CPU with tiny sizes")
     parser.add_argument("--parts", nargs="+", choices=[p.name for p in PARTS], default=[p.name for p in PARTS])
     parser.add_argument("--install", default="", help="what installing took, for the summary")
     args = parser.parse_args(argv)
-    options = Options(args.out_dir, args.data_bin, "cpu" if args.smoke else "cuda", args.smoke)
+    options = Options(args.out_dir, args.data_bin, args.lm_data_bin, "cpu" if args.smoke else "cuda", args.smoke)
     deadline = time.perf_counter() + args.seconds
     os.makedirs(args.out_dir, exist_ok=True)
     env: Dict[str, Any] = dict(install=args.install)

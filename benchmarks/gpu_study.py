@@ -22,7 +22,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, TextIO
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, TextIO
 
 import sacrebleu
 import torch
@@ -98,15 +98,16 @@ class Run:
         for sample in itr:
             yield utils.move_to_cuda(sample) if self.trainer.cuda else sample
 
-    def valid_nll(self, max_tokens: int) -> float:
-        """Validation NLL in bits per target token (fairseq's ``nll_loss`` of the valid subset)."""
+    def nll(self, split: str, max_tokens: int) -> float:
+        """NLL of ``split`` in bits per target token: fairseq's ``nll_loss`` where the criterion logs
+        it (label smoothing), else its ``loss`` (cross-entropy), summed and divided by the tokens."""
         model, criterion = self.trainer.model, self.trainer.criterion
         model.eval()
         nll, tokens = 0.0, 0
         with torch.no_grad():
-            for sample in self.samples("valid", max_tokens):
+            for sample in self.samples(split, max_tokens):
                 _, _, log = criterion(model, sample)
-                nll, tokens = nll + float(log["nll_loss"]), tokens + int(log["ntokens"])
+                nll, tokens = nll + float(log.get("nll_loss", log["loss"])), tokens + int(log["ntokens"])
         model.train()
         return nll / tokens / math.log(2)
 
@@ -147,60 +148,63 @@ def write_result(out: TextIO, event: str, config: str, updates: int, started: fl
     write(out, dict(event=event, config=config, updates=updates, **results, elapsed=time.perf_counter() - started))
 
 
-def study(
-    data_bin: str,
-    configs: Sequence[str],
-    recipe: Recipe,
-    precision: str,
-    device: str,
-    deadline: float,
-    evaluation_share: float,
-    out: TextIO,
-    max_updates: Optional[int] = None,
+class StudyRecipe(Protocol):
+    valid_every: int
+    max_tokens: int
+
+    def arguments(self, data_bin: str, config: str, precision: str, device: str) -> List[str]: ...
+
+
+def round_robin(
+    recipe: StudyRecipe, args: argparse.Namespace, out: TextIO, test: Callable[[Run], Dict[str, Any]]
 ) -> None:
-    """Round-robin training until (1 − evaluation_share) of the time to ``deadline`` (a
-    ``time.time()``) is spent or ``max_updates`` are made, then validation and BLEU."""
+    """Train every configuration of ``args.configs`` (at ``recipe``) one update in turn until
+    (1 − ``args.evaluation_share``) of the time to ``args.deadline`` (a ``time.time()``) is spent or
+    ``args.max_updates`` are made, validating every ``recipe.valid_every`` updates; then ``test`` each."""
     started = time.perf_counter()
-    seconds = deadline - time.time()
-    runs = {config: Run(recipe.arguments(data_bin, config, precision, device)) for config in configs}
+    seconds = args.deadline - time.time()
+    runs = {
+        config: Run(recipe.arguments(args.data_bin, config, args.precision, args.device)) for config in args.configs
+    }
     write(
         out,
         dict(
             event="start",
-            configs=list(configs),
+            configs=list(runs),
             recipe=recipe.__dict__,
-            precision=precision,
-            device=device,
+            precision=args.precision,
+            device=args.device,
             parameters={c: sum(p.numel() for p in r.trainer.model.parameters()) for c, r in runs.items()},
             setup_seconds=time.perf_counter() - started,
         ),
     )
-    training_ends = started + seconds * (1 - evaluation_share)
-    updates, skipped = 0, {config: 0 for config in configs}
+    training_ends = started + seconds * (1 - args.evaluation_share)
+    updates, skipped = 0, {config: 0 for config in runs}
     round_seconds = 0.0
-    while time.perf_counter() + round_seconds < training_ends and updates != max_updates:
+    while time.perf_counter() + round_seconds < training_ends and updates != args.max_updates:
         round_started = time.perf_counter()
         for config, run in runs.items():
             skipped[config] += run.update() is None
         updates += 1
         round_seconds = time.perf_counter() - round_started
         if updates % recipe.valid_every == 0:
-            validate(runs, updates, recipe, started, out)
+            validate(runs, updates, recipe.max_tokens, started, out)
     if updates % recipe.valid_every:
-        validate(runs, updates, recipe, started, out)
+        validate(runs, updates, recipe.max_tokens, started, out)
     write(out, dict(event="trained", updates=updates, skipped_updates=skipped, elapsed=time.perf_counter() - started))
     for config, run in runs.items():
-        write_result(out, "test", config, updates, started, **run.test_bleu(recipe))
+        write_result(out, "test", config, updates, started, **test(run))
 
 
-def validate(runs: Dict[str, Run], updates: int, recipe: Recipe, started: float, out: TextIO) -> None:
+def validate(runs: Dict[str, Run], updates: int, max_tokens: int, started: float, out: TextIO) -> None:
     for config, run in runs.items():
-        write_result(out, "valid", config, updates, started, valid_nll=run.valid_nll(recipe.max_tokens))
+        write_result(out, "valid", config, updates, started, valid_nll=run.nll("valid", max_tokens))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def study_parser(prog: str, description: str, configs: Sequence[str], default_configs: Sequence[str]):
+    """The command line of a round-robin study (this one's and :mod:`benchmarks.gpu_lm_study`'s)."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.gpu_study", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data-bin", required=True, help="fairseq data-bin with train, valid and test")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -215,29 +219,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "--evaluation-share",
         type=float,
         default=0.25,
-        help="part of the time to --deadline kept for the final validation and test BLEU (default 0.25)",
+        help="part of the time to --deadline kept for the final validation and test (default 0.25)",
     )
     parser.add_argument("--max-updates", type=int, help="stop training after this many updates, if earlier")
-    parser.add_argument("--configs", nargs="+", choices=list(CONFIGS), default=list(CONFIGS))
+    parser.add_argument("--configs", nargs="+", choices=list(configs), default=list(default_configs))
     parser.add_argument("--smoke", action="store_true", help="tiny models (for the test suite)")
     parser.add_argument("--out", required=True, help="JSON-lines file of results (appended)")
+    return parser
+
+
+def parse_study_args(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda, but torch sees no CUDA device")
     if not 0 < args.evaluation_share < 1 or args.deadline <= time.time():
         parser.error("--deadline must lie ahead and --evaluation-share between 0 and 1")
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_study_args(study_parser("python -m benchmarks.gpu_study", __doc__, CONFIGS, CONFIGS), argv)
+    recipe = SMOKE_RECIPE if args.smoke else Recipe()
     with open(args.out, "a", encoding="utf-8") as out:
-        study(
-            args.data_bin,
-            args.configs,
-            SMOKE_RECIPE if args.smoke else Recipe(),
-            args.precision,
-            args.device,
-            args.deadline,
-            args.evaluation_share,
-            out,
-            args.max_updates,
-        )
+        round_robin(recipe, args, out, lambda run: run.test_bleu(recipe))
     return 0
 
 

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks import gpu_checks, gpu_run
-from tests.e2e.corpus import preprocess, write_reversal_corpus
+from tests.e2e.corpus import preprocess, preprocess_lm, write_lm_corpus, write_reversal_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"residual_6_6", "rk2_learned_6_6", "rk4_6_6", "residual_24_6"}
+LM_CONFIGS = {"residual", "rk2_learned", "rk4", "pcformer", "residual_2x", "iiet"}
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,15 @@ def data_bin(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def smoke_run(data_bin, tmp_path_factory):
+def lm_data_bin(tmp_path_factory) -> Path:
+    raw = tmp_path_factory.mktemp("lm-corpus")
+    write_lm_corpus(raw)
+    preprocess_lm(raw, raw / "bin")
+    return raw / "bin"
+
+
+@pytest.fixture(scope="module")
+def smoke_run(data_bin, lm_data_bin, tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu-run")
     env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
     env.pop("OUT", None)
@@ -41,6 +50,8 @@ def smoke_run(data_bin, tmp_path_factory):
             str(out),
             "--data-bin",
             str(data_bin),
+            "--lm-data-bin",
+            str(lm_data_bin),
         ],
         capture_output=True,
         text=True,
@@ -57,12 +68,13 @@ def records(path: Path) -> list:
 def test_every_part_runs_within_its_limit_and_none_fails(smoke_run):
     out, result = smoke_run
     parts = json.loads((out / "parts.json").read_text())
-    assert [p["name"] for p in parts["parts"]] == ["checks", "speed", "study"], result.stderr[-3000:]
-    assert [p["status"] for p in parts["parts"]] == ["finished"] * 3, result.stderr[-3000:]
+    assert [p["name"] for p in parts["parts"]] == ["checks", "speed", "study", "lm"], result.stderr[-3000:]
+    assert [p["status"] for p in parts["parts"]] == ["finished"] * 4, result.stderr[-3000:]
     assert result.returncode == 0
     assert parts["environment"]["extensions"]["fairseq.data.data_utils_fast"] == "loads"
     assert sorted(os.listdir(out)) == [
         "checks.jsonl",
+        "lm.jsonl",
         "parts.json",
         "run.log",
         "speed.json",
@@ -99,6 +111,24 @@ def test_speed_rows_and_study_curves_are_written(smoke_run):
     summary = (out / "summary.md").read_text()
     for heading in ("## Correctness", "## Speed and memory", "## Quality study", "| residual_24_6 |"):
         assert heading in summary
+
+
+def test_the_lm_study_trains_every_configuration_alike_and_reports_test_perplexity(smoke_run):
+    out = smoke_run[0]
+    study = records(out / "lm.jsonl")
+    assert study[0]["event"] == "start" and set(study[0]["configs"]) == LM_CONFIGS
+    parameters = study[0]["parameters"]  # equal but for coefficients (1 % at this size) and twice the layers
+    assert all(abs(parameters[c] / parameters["residual"] - 1) < 0.01 for c in LM_CONFIGS - {"residual_2x"})
+    assert parameters["residual_2x"] > 1.9 * parameters["residual"]
+    valid = [r for r in study if r["event"] == "valid"]
+    for config in LM_CONFIGS:
+        assert [r["updates"] for r in valid if r["config"] == config] == [2, 4, 6]
+    tests = {r["config"]: r["test_nll"] for r in study if r["event"] == "test"}
+    assert tests.keys() == LM_CONFIGS and all(0 < nll < 20 for nll in tests.values())
+    summary = (out / "summary.md").read_text()
+    assert "## Language-model study" in summary
+    residual_row = next(line for line in summary.splitlines() if line.startswith("| residual | 6 |"))
+    assert f"{2 ** tests['residual']:.2f}" in residual_row and "+0.0000" in residual_row
 
 
 def test_training_checks_neither_lock_nor_write_a_save_directory(data_bin, tmp_path, monkeypatch):
@@ -142,7 +172,7 @@ def test_a_part_past_its_limit_is_stopped_and_keeps_its_output(tmp_path):
             "print('partial result', flush=True); import time; time.sleep(120)",
         ],
     )
-    options = gpu_run.Options(str(tmp_path), "", "cpu", True)
+    options = gpu_run.Options(str(tmp_path), "", "", "cpu", True)
     started = time.perf_counter()
     with open(tmp_path / "run.log", "w") as log:
         outcome = gpu_run.run_part(sleeper, options, 3.0, log)
@@ -154,5 +184,5 @@ def test_a_part_past_its_limit_is_stopped_and_keeps_its_output(tmp_path):
 def test_a_failing_part_is_reported_as_failed(tmp_path):
     failing = gpu_run.Part("failing", 1.0, lambda options, limit: [sys.executable, "-c", "raise SystemExit(3)"])
     with open(tmp_path / "run.log", "w") as log:
-        outcome = gpu_run.run_part(failing, gpu_run.Options(str(tmp_path), "", "cpu", True), 30.0, log)
+        outcome = gpu_run.run_part(failing, gpu_run.Options(str(tmp_path), "", "", "cpu", True), 30.0, log)
     assert outcome.status == "failed (exit 3)"

@@ -1,5 +1,5 @@
-"""A tiny reversal corpus (the target is the source read backwards) and its binarisation,
-shared by the tests that run fairseq's command-line tools."""
+"""A tiny reversal corpus (the target is the source read backwards), a tiny text corpus for language
+models, and their binarisation, shared by the tests that run fairseq's command-line tools."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tests.e2e.cli import run
 
 WORDS = [f"w{i}" for i in range(24)]
 SIZES = {"train": 400, "valid": 20, "test": 20}
+LM_SIZES = {"train": 300, "valid": 20, "test": 20}
 # The slice of the bundled Bible corpus that the translation pipelines' tests prepare (prepare_bible.sh options).
 BIBLE_SLICE = [
     "--train-pairs",
@@ -74,3 +75,23 @@ def preprocess(
         ],
         check=check,
     )
+
+
+def write_lm_corpus(directory: Path, sizes: Dict[str, int] = LM_SIZES, seed: int = 0) -> None:
+    """``{split}.txt``: lines of 3–12 words, each word followed by its successor with probability
+    ½ (something for a model to learn)."""
+    rng = random.Random(seed)
+    for split, n in sizes.items():
+        lines = []
+        for _ in range(n):
+            words = [rng.randrange(len(WORDS))]
+            for _ in range(rng.randint(2, 11)):
+                words.append((words[-1] + 1) % len(WORDS) if rng.random() < 0.5 else rng.randrange(len(WORDS)))
+            lines.append(" ".join(WORDS[w] for w in words))
+        (directory / f"{split}.txt").write_text("".join(line + "\n" for line in lines))
+
+
+def preprocess_lm(raw: Path, destdir: Path) -> None:
+    """fairseq-preprocess --only-source of ``raw/{split}.txt`` for the splits of :data:`LM_SIZES`."""
+    prefixes = [arg for split in LM_SIZES for arg in (f"--{split}pref", str(raw / f"{split}.txt"))]
+    run("fairseq-preprocess", ["--only-source", *prefixes, "--destdir", str(destdir), "--workers", "1"])

@@ -3,35 +3,18 @@
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
 import pytest
 
 from tests.conftest import TinyTask, build_sized_model, fixed_torch_threads
-from tests.e2e.cli import run
-from tests.e2e.corpus import WORDS
+from tests.e2e.corpus import preprocess_lm, write_lm_corpus
 
 fixed_threads = pytest.fixture(autouse=True)(fixed_torch_threads)
 
-LM_SIZES = {"train": 300, "valid": 20, "test": 20}
 TINY_LM = dict(decoder_embed_dim=32, decoder_ffn_embed_dim=64, decoder_attention_heads=4, decoder_layers=2)
 TINY_TIME = dict(time_features=8, time_hidden_dim=16, time_embed_dim=4)
-
-
-def write_lm_corpus(directory: Path, sizes: Dict[str, int] = LM_SIZES, seed: int = 0) -> None:
-    """``{split}.txt``: lines of 3–12 words, each word followed by its successor with probability
-    ½ (something for a model to learn)."""
-    rng = random.Random(seed)
-    for split, n in sizes.items():
-        lines = []
-        for _ in range(n):
-            words = [rng.randrange(len(WORDS))]
-            for _ in range(rng.randint(2, 11)):
-                words.append((words[-1] + 1) % len(WORDS) if rng.random() < 0.5 else rng.randrange(len(WORDS)))
-            lines.append(" ".join(WORDS[w] for w in words))
-        (directory / f"{split}.txt").write_text("".join(line + "\n" for line in lines))
 
 
 @pytest.fixture(scope="session")
@@ -39,8 +22,7 @@ def lm_data(tmp_path_factory) -> Path:
     """The binarised corpus (fairseq-preprocess --only-source); the text is in its parent."""
     raw = tmp_path_factory.mktemp("lm_raw")
     write_lm_corpus(raw)
-    prefixes = [arg for split in LM_SIZES for arg in (f"--{split}pref", str(raw / f"{split}.txt"))]
-    run("fairseq-preprocess", ["--only-source", *prefixes, "--destdir", str(raw / "bin"), "--workers", "1"])
+    preprocess_lm(raw, raw / "bin")
     return raw / "bin"
 
 

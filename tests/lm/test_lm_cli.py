@@ -11,7 +11,8 @@ import pytest
 
 from ode_seq.cli.export import main as export_main
 from tests.e2e.cli import run
-from tests.lm.conftest import LM_SIZES, TINY_TIME, lm_training_args
+from tests.e2e.corpus import LM_SIZES
+from tests.lm.conftest import TINY_TIME, lm_training_args
 
 PROMPTS = ["w1 w2 w3", "w10 w11 w12"]
 
