@@ -6,6 +6,9 @@ eval-test/verse-scores.txt (per test line: natural-log likelihood and tokens).
 
     lm_study_table.py --grid-dir DIR --tune-seed S --tuned A B --tune-lrs L1 L2 ... --best CONFIG
         prints the lr of CONFIG's tuning run (seed S) with the lowest best validation loss
+    lm_study_table.py ... --speed-dir DIR --configs A B ... --seeds 1 2 3 --jobs J
+        the speed check's table: every configuration's training tokens/s (DIR/CONFIG/train.log, a
+        short training of each), minutes per epoch, and the run-hours of the whole study
     lm_study_table.py ... --chosen-dir DIR --configs A B ... [--figure PNG]
         the tuning table, the study table (DIR/CONFIG links to the chosen lr's seeds) with each
         seed's difference from the residual model and its paired-bootstrap p-value over test
@@ -43,6 +46,7 @@ DESCRIPTION = {
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 VALID = re.compile(r"\| valid on 'valid' subset \| loss ([\d.]+) \| ppl [\d.]+ .*?\| num_updates (\d+)")
 TRAIN_WPS = re.compile(r"\| train \| epoch \d+ \| .*?\| wps ([\d.]+)")
+TRAIN_INNER = re.compile(r"epoch \d+:\s+\d+ / (\d+) .*?wps=([\d.]+), ups=[\d.]+, wpb=([\d.]+)")
 SECONDS = re.compile(r"done training in ([\d.]+) seconds")
 EARLY_STOP = re.compile(r"early stop since valid performance hasn't improved for last (\d+) runs")
 TEST_PPL = re.compile(r"perplexity ([\d.]+) \(")
@@ -105,6 +109,58 @@ def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
 def runs_of(setting_dir: Path, max_epoch: int) -> List[Run]:
     runs = (read_run(d, max_epoch) for d in sorted(setting_dir.glob("seed*")))
     return sorted((run for run in runs if run is not None), key=lambda run: run.seed)
+
+
+@dataclass
+class Speed:
+    parameters: int
+    evaluations: int
+    tokens_per_second: float  # median over the logged intervals
+    tokens_per_epoch: float
+
+    @property
+    def minutes_per_epoch(self) -> float:
+        return self.tokens_per_epoch / self.tokens_per_second / 60
+
+
+def read_speed(run_dir: Path) -> Speed:
+    """The speed of the short training in ``run_dir`` (train.log's progress lines)."""
+    log_file = run_dir / "train.log"
+    log = log_file.read_text(encoding="utf-8") if log_file.is_file() else ""
+    params, intervals = PARAMS.search(log), TRAIN_INNER.findall(log)
+    if params is None or len(intervals) < 2:
+        raise ValueError(f"{run_dir} has no speed check's training log with two progress lines: rerun --speed-check")
+    batches = int(intervals[0][0])
+    return Speed(
+        parameters=int(params.group(1).replace(",", "")),
+        evaluations=layer_evaluations(log),
+        tokens_per_second=statistics.median(float(wps) for _, wps, _ in intervals[1:]),  # the first warms up
+        tokens_per_epoch=batches * statistics.mean(float(wpb) for _, _, wpb in intervals),
+    )
+
+
+def speed_table(args: argparse.Namespace) -> List[str]:
+    """Each configuration's measured speed and the run-hours of its runs in the study, if every
+    run stopped after 20 epochs or at the cap."""
+    lines = [
+        "| configuration | parameters | layer evaluations per token | tokens/s (training) | minutes per epoch "
+        f"| runs in the study | run-hours at 20 epochs | run-hours at {args.max_epoch} epochs (cap) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    totals = [0.0, 0.0]
+    for config in args.configs:
+        speed = read_speed(args.speed_dir / config)
+        runs = len(args.seeds) + (len(args.tune_lrs) - 1 if config in args.tuned else 0)
+        hours = [runs * epochs * speed.minutes_per_epoch / 60 for epochs in (20, args.max_epoch)]
+        totals = [t + h for t, h in zip(totals, hours)]
+        lines.append(
+            f"| {DESCRIPTION[config]} | {speed.parameters:,} | {speed.evaluations} | {speed.tokens_per_second:,.0f} "
+            f"| {speed.minutes_per_epoch:.2f} | {runs} | {hours[0]:.2f} | {hours[1]:.2f} |"
+        )
+    lines.append(f"| all, one after another | | | | | | {totals[0]:.2f} | {totals[1]:.2f} |")
+    wall = [total / args.jobs for total in totals]
+    lines.append(f"| all, {args.jobs} at a time (wall-clock) | | | | | | {wall[0]:.2f} | {wall[1]:.2f} |")
+    return lines
 
 
 def perplexity(verses: np.ndarray, counts: Optional[np.ndarray] = None) -> np.ndarray:
@@ -241,13 +297,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--chosen-dir", type=Path, help="CONFIG links to the chosen lr's seeds")
     parser.add_argument("--configs", nargs="+", default=[])
     parser.add_argument("--figure", type=Path)
+    parser.add_argument("--speed-dir", type=Path, help="CONFIG holds the speed check's training log")
+    parser.add_argument("--seeds", nargs="+", default=[], help="the study's seeds (with --speed-dir)")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (with --speed-dir)")
     args = parser.parse_args(argv)
     try:
+        if args.speed_dir:
+            print("\n".join(speed_table(args)))
+            return 0
         if args.best:
             print(best_lr(args.grid_dir, args.best, args.tune_lrs, args.tune_seed, args.max_epoch))
             return 0
         if args.chosen_dir is None:
-            parser.error("give --best CONFIG or --chosen-dir DIR")
+            parser.error("give --best CONFIG, --speed-dir DIR or --chosen-dir DIR")
         by_config = {config: runs_of(args.chosen_dir / config, args.max_epoch) for config in args.configs}
         lines = [
             *tuning_table(args),

@@ -53,6 +53,9 @@ parse_options "$@" <<'EOF'
 --train-lines|--valid-lines|--test-lines|--workers=N  PREPARE_ARGS[]  forward  # for prepare.sh
 --=OPTIONS            TRAIN_EXTRA[]                       # extra fairseq-train options for every run (after the recipe's)
 --run=RUN             RUN                                 # one run of the study, "CONFIG SEED LR" (the study runs them)
+--speed-check=N       SPEED_CHECK   whole    0            # instead of the study: train each configuration N updates, one at a time (seed 1,
+                                                          # checkpoints deleted), then print their tokens/s, minutes per epoch and the
+                                                          # run-hours of the study (WORK_DIR/speed.md)
 EOF
 for config in $CONFIGS $TUNED; do
   [[ -n "${CONFIG_ARCH[$config]:-}" ]] || usage_error "unknown configuration '$config'; choose from: $ALL_CONFIGS"
@@ -123,12 +126,29 @@ log "prepare the corpus (the whole log: $WORK_DIR/prepare.log)"
 "$HERE/prepare.sh" --work-dir "$WORK_DIR" "${PREPARE_ARGS[@]}" 2>> "$WORK_DIR/prepare.log" \
   || die "preparing the corpus failed; see $WORK_DIR/prepare.log"
 TUNE_SEED="${SEEDS%% *}"
+TABLE=(python "$HERE/lm_study_table.py" --grid-dir "$WORK_DIR/grid" --tune-seed "$TUNE_SEED" --tuned $TUNED
+  --tune-lrs $TUNE_LRS --max-epoch "$MAX_EPOCH" --patience "$PATIENCE")
+if [[ "$SPEED_CHECK" -gt 0 ]]; then
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-${OMP_NUM_THREADS:-1}}"
+  for config in $CONFIGS; do
+    log "speed check: $config, $SPEED_CHECK updates"
+    rm -rf "$WORK_DIR/speed/$config" && mkdir -p "$WORK_DIR/speed"
+    # shellcheck disable=SC2086  # the configuration's model options are words
+    "$HERE/train.sh" --work-dir "$WORK_DIR" --arch "${CONFIG_ARCH[$config]}" --save-dir "$WORK_DIR/speed/$config" \
+      --gpus "$GPUS" --max-update "$SPEED_CHECK" -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}" \
+      > "$WORK_DIR/speed/$config.stdout" 2>&1 || die "the speed check of $config failed; see $WORK_DIR/speed/$config/train.log"
+    rm -f "$WORK_DIR/speed/$config"/*.pt  # only the log is read
+  done
+  "${TABLE[@]}" --speed-dir "$WORK_DIR/speed" --configs $CONFIGS --seeds $SEEDS --jobs "$JOBS" \
+    > "$WORK_DIR/speed.md.tmp" || { rm -f "$WORK_DIR/speed.md.tmp"; die "could not read the speed check's logs"; }
+  publish "$WORK_DIR/speed.md.tmp" "$WORK_DIR/speed.md"
+  cat "$WORK_DIR/speed.md"
+  exit 0
+fi
 log "tuning: peak lr over $TUNE_LRS for $TUNED (seed $TUNE_SEED)"
 for config in $TUNED; do
   for lr in $TUNE_LRS; do echo "$config $TUNE_SEED $lr"; done
 done | run_all
-TABLE=(python "$HERE/lm_study_table.py" --grid-dir "$WORK_DIR/grid" --tune-seed "$TUNE_SEED" --tuned $TUNED
-  --tune-lrs $TUNE_LRS --max-epoch "$MAX_EPOCH" --patience "$PATIENCE")
 declare -A LR=()
 for config in $TUNED; do
   LR[$config]="$("${TABLE[@]}" --best "$config")" || die "could not pick the lr of $config"

@@ -125,3 +125,28 @@ def test_the_paired_test_over_verses():
     assert lm_study_table.paired_p_value(better, baseline) == pytest.approx(1 / 1001)
     with pytest.raises(ValueError, match="scored different test verses"):
         lm_study_table.paired_p_value(baseline[:-1], baseline[1:])
+
+
+def test_the_speed_check_times_each_configuration_and_sizes_the_study_without_running_it(tmp_path):
+    work = tmp_path / "speed"
+    result = study_in(work, tmp_path / "records", "--speed-check", "4")
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.strip() == (work / "speed.md").read_text().strip()
+    rows = {row[0]: row for row in table_rows(result.stdout, "")}
+    residual, rk2 = rows["residual (Euler)"], rows["RK2, learned coefficients"]
+    assert (residual[2], rk2[2]) == ("2", "4")  # layer evaluations per token
+    assert (residual[5], rk2[5]) == ("3", "2")  # residual: 2 tuning lrs + seed 2; RK2-learned: seeds 1, 2
+    for config, row in (("residual", residual), ("rk2_learned", rk2)):
+        speed = lm_study_table.read_speed(work / "speed" / config)
+        assert (row[3], row[4]) == (f"{speed.tokens_per_second:,.0f}", f"{speed.minutes_per_epoch:.2f}")
+        # batches per epoch × mean tokens per batch: the training split's tokens, but for a short last batch
+        lines = (work / "tok" / "train.txt").read_text().splitlines()
+        assert 1 <= speed.tokens_per_epoch / sum(len(line.split()) + 1 for line in lines) < 1.5
+        hours = [int(row[5]) * epochs * speed.minutes_per_epoch / 60 for epochs in (20, 3)]  # 3: the --max-epoch cap
+        assert (row[6], row[7]) == (f"{hours[0]:.2f}", f"{hours[1]:.2f}")
+    assert not (work / "grid").exists() and not list(work.rglob("*.pt"))
+
+
+def test_the_speed_table_names_a_configuration_without_a_speed_check(tmp_path):
+    with pytest.raises(ValueError, match="has no speed check's training log"):
+        lm_study_table.read_speed(tmp_path / "residual")
