@@ -156,9 +156,10 @@ done
 SHARED_LR="${LR[rk2_learned]:-${LR[${TUNED%% *}]}}"
 for config in $CONFIGS; do LR[$config]="${LR[$config]:-$SHARED_LR}"; done
 log "learning rates: $(for config in $CONFIGS; do printf '%s %s; ' "$config" "${LR[$config]}"; done)"
-# Seed-major, in the priority order: a study stopped early has the first configurations complete.
-for seed in $SEEDS; do
-  for config in $CONFIGS; do echo "$config $seed ${LR[$config]}"; done
+# Configuration by configuration, in the priority order: a study stopped early (out of budget) has
+# the first configurations complete, every seed, and lacks only the last ones.
+for config in $CONFIGS; do
+  for seed in $SEEDS; do echo "$config $seed ${LR[$config]}"; done
 done | run_all
 for config in $CONFIGS; do
   mkdir -p "$WORK_DIR/chosen"
