@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from benchmarks.table import Row, markdown
 
@@ -316,14 +316,12 @@ def checks_report(records: List[Dict[str, Any]]) -> List[str]:
     return lines
 
 
-def curves(
-    records: List[Dict[str, Any]], title: str, measure: str, value: Callable[[float], str]
-) -> Tuple[List[str], Optional[Dict[str, Any]]]:
+def curves(records: List[Dict[str, Any]], title: str, measure: str, value: Callable[[float], str]) -> List[str]:
     """A round-robin study's heading and its validation curves (``value`` of each validation NLL,
-    at most 10 points), and its start record; only a heading when it has none."""
+    at most 10 points); only a heading when it has no start record."""
     start = next((r for r in records if r["event"] == "start"), None)
     if start is None:
-        return [f"## {title}", "", "No results (the part did not get as far as building its models)."], None
+        return [f"## {title}", "", "No results (the part did not get as far as building its models)."]
     valid = [r for r in records if r["event"] == "valid"]
     updates = sorted({r["updates"] for r in valid})
     shown = updates if len(updates) <= 10 else [updates[i * (len(updates) - 1) // 9] for i in range(10)]
@@ -343,11 +341,11 @@ def curves(
             + " | ".join(value(nll[u]) if u in nll else "" for u in shown)
             + " |"
         )
-    return lines, start
+    return lines
 
 
 def study_report(records: List[Dict[str, Any]]) -> List[str]:
-    lines, _ = curves(records, "Quality study", "Validation NLL in bits/token", lambda nll: f"{nll:.3f}")
+    lines = curves(records, "Quality study", "Validation NLL in bits/token", lambda nll: f"{nll:.3f}")
     tests = [r for r in records if r["event"] == "test"]
     if tests:
         lines += [
@@ -365,7 +363,7 @@ def study_report(records: List[Dict[str, Any]]) -> List[str]:
 
 
 def lm_report(records: List[Dict[str, Any]]) -> List[str]:
-    lines, start = curves(
+    lines = curves(
         records,
         "Language-model study",
         "Validation perplexity (2^NLL over blocks of the recipe's tokens_per_sample)",

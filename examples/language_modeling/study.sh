@@ -75,6 +75,14 @@ data_id() {  # the digest of the data a run depends on: dictionary, training tex
   content_id "$DATA_BIN/dict.txt" "$DATA_BIN"/train.{bin,idx} "$DATA_BIN"/test.{bin,idx}
 }
 
+train_config() {  # train_config CONFIG SAVE_DIR [train.sh options] — train.sh with the configuration's model
+  local config="$1" save_dir="$2"
+  shift 2
+  # shellcheck disable=SC2086  # the configuration's model options are words
+  "$HERE/train.sh" --work-dir "$WORK_DIR" --arch "${CONFIG_ARCH[$config]}" --save-dir "$save_dir" --gpus "$GPUS" "$@" \
+    -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}"
+}
+
 run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best checkpoint, keep the record
   local config="$1" seed="$2" lr="$3" save_dir record=""
   save_dir="$WORK_DIR/grid/$config/lr$lr/seed$seed"
@@ -84,11 +92,8 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
     return
   fi
   mkdir -p "$save_dir"
-  # shellcheck disable=SC2086  # the configuration's model options are words
-  "$HERE/train.sh" --work-dir "$WORK_DIR" --arch "${CONFIG_ARCH[$config]}" --save-dir "$save_dir" \
-    --gpus "$GPUS" --lr "$lr" --seed "$seed" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
-    -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}" > "$save_dir/train.stdout" 2>&1 \
-    || die "training $config seed $seed failed; see $save_dir/train.log"
+  train_config "$config" "$save_dir" --lr "$lr" --seed "$seed" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
+    > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
   "$HERE/evaluate.sh" --work-dir "$WORK_DIR" --checkpoint-dir "$save_dir" --out-dir "$save_dir/eval-test" \
     --gpus "$((GPUS > 0))" -- --output-word-probs > /dev/null
   if run_stage "$save_dir/eval-test/verse-scores.txt" "verse log-likelihoods of $config seed $seed"; then
@@ -133,9 +138,7 @@ if [[ "$SPEED_CHECK" -gt 0 ]]; then
   for config in $CONFIGS; do
     log "speed check: $config, $SPEED_CHECK updates"
     rm -rf "$WORK_DIR/speed/$config" && mkdir -p "$WORK_DIR/speed"
-    # shellcheck disable=SC2086  # the configuration's model options are words
-    "$HERE/train.sh" --work-dir "$WORK_DIR" --arch "${CONFIG_ARCH[$config]}" --save-dir "$WORK_DIR/speed/$config" \
-      --gpus "$GPUS" --max-update "$SPEED_CHECK" -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}" \
+    train_config "$config" "$WORK_DIR/speed/$config" --max-update "$SPEED_CHECK" \
       > "$WORK_DIR/speed/$config.stdout" 2>&1 || die "the speed check of $config failed; see $WORK_DIR/speed/$config/train.log"
     rm -f "$WORK_DIR/speed/$config"/*.pt  # only the log is read
   done
