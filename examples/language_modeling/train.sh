@@ -9,6 +9,11 @@
 #     tied embeddings; blocks of 512 tokens, 2048 tokens × update-freq 16 per GPU, lr 5e-4 after
 #     4000 warmup updates, inverse square-root decay, weight decay 0.01, dropout 0.1, fp16,
 #     50,000 updates).
+# With --adaptive CUTOFFS the word embeddings and the softmax are adaptive (Baevski & Auli, 2019; the
+# wikitext-103 architectures' `_wiki103` form): the words past each cutoff (by frequency) get a 4×
+# narrower embedding, input and output tied, so the vocabulary costs a fraction of its full size.
+# An adaptive softmax (--adaptive, a `_wiki103` architecture or --adaptive-softmax-cutoff) trains
+# with fairseq's adaptive_loss, under --ddp-backend legacy_ddp, which that loss requires.
 # The run keeps checkpoint_best.pt (lowest validation loss) and checkpoint_last.pt; an interrupted
 # run resumes from checkpoint_last.pt; SAVE_DIR/train.done marks a finished run, which is then
 # skipped. A save dir refuses a rerun with another recipe (the budget options may change).
@@ -38,6 +43,7 @@ parse_options "$@" <<'EOF'
 --tokens-per-sample=N TOKENS_PER_SAMPLE  positive       # tokens per block (default: bible 128, wikitext-103 512)
 --dropout=P           DROPOUT       number    0.1       #
 --seed=N              SEED          whole     1         #
+--adaptive=CUTOFFS    ADAPTIVE                          # adaptive input and softmax, tied, with these cutoffs, e.g. 2000,5000 (see above)
 --no-fp16             NO_FP16                           # train in fp32 on GPUs too (the CPU always does)
 --=OPTIONS            EXTRA[]                           # extra fairseq-train options
 EOF
@@ -58,11 +64,29 @@ ${WARMUP:-${DEFAULTS[4]}} ${MAX_TOKENS:-${DEFAULTS[5]}} ${UPDATE_FREQ:-${DEFAULT
 [[ "$MAX_UPDATE" -gt 0 || "$MAX_EPOCH" -gt 0 ]] || usage_error "give a budget: --max-update N and/or --max-epoch N"
 [[ "$SCHEDULE" == inverse-sqrt || "$MAX_UPDATE" -gt "$WARMUP" ]] \
   || usage_error "--schedule linear decays to 0 at --max-update, which must exceed --warmup ($WARMUP)"
+[[ -z "$ADAPTIVE" || "$ADAPTIVE" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] \
+  || usage_error "--adaptive takes increasing word counts separated by commas, such as 2000,5000, got '$ADAPTIVE'"
 WORK_DIR="${WORK_DIR:-$REPO_ROOT/work-dirs/lm-$RECIPE}"
 DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
 SAVE_DIR="${SAVE_DIR:-$WORK_DIR/checkpoints/$ARCH}"
 use_project_python
 require_file "$DATA_BIN/dict.txt" "run examples/language_modeling/prepare.sh --corpus $RECIPE first (or pass --data-bin)"
+OUTPUT_LAYER=()
+if [[ -n "$ADAPTIVE" ]]; then
+  IFS=, read -r -a cutoffs <<< "$ADAPTIVE"
+  VOCAB=$(( $(wc -l < "$DATA_BIN/dict.txt") + 4 ))  # fairseq's dictionary adds 4 special symbols
+  previous=0
+  for cutoff in "${cutoffs[@]}"; do
+    (( cutoff > previous && cutoff < VOCAB )) || usage_error "--adaptive $ADAPTIVE: the cutoffs must \
+increase and stay below the vocabulary's $VOCAB words (with fairseq's 4 special symbols)"
+    previous=$cutoff
+  done
+  OUTPUT_LAYER=(--adaptive-input --adaptive-input-cutoff "$ADAPTIVE" --adaptive-input-factor 4
+    --adaptive-softmax-cutoff "$ADAPTIVE" --adaptive-softmax-factor 4 --tie-adaptive-weights --tie-adaptive-proj)
+fi
+if [[ -n "$ADAPTIVE" || "$ARCH" == *_wiki103 || " ${EXTRA[*]} " == *" --adaptive-softmax-cutoff "* ]]; then
+  OUTPUT_LAYER+=(--criterion adaptive_loss --ddp-backend legacy_ddp)
+fi
 GPUS="${GPUS:-$(default_gpus)}"
 lock_dir "$SAVE_DIR"
 run_stage "$SAVE_DIR/train.done" "training $ARCH" || exit 0
@@ -77,7 +101,7 @@ LOADING=()
 RECIPE_OPTIONS=(--arch "$ARCH" "${MODEL[@]}" --decoder-normalize-before --share-decoder-input-output-embed
   --tokens-per-sample "$TOKENS_PER_SAMPLE" --sample-break-mode none --max-tokens "$MAX_TOKENS"
   --update-freq "$UPDATE_FREQ" --optimizer adam --adam-betas '(0.9, 0.98)' --weight-decay 0.01 --clip-norm 0.0
-  --lr "$LR" --warmup-updates "$WARMUP" "${SCHEDULER[@]}" --dropout "$DROPOUT" --seed "$SEED"
+  --lr "$LR" --warmup-updates "$WARMUP" "${SCHEDULER[@]}" --dropout "$DROPOUT" --seed "$SEED" "${OUTPUT_LAYER[@]}"
   $(train_device_options "$GPUS" "$FP16"))
 DATA_ID="$(data_bin_id "$DATA_BIN" train)"
 check_run_config "$SAVE_DIR" "data-bin=$DATA_ID ${RECIPE_OPTIONS[*]} extra=${EXTRA[*]}"

@@ -202,6 +202,7 @@ def test_a_subset_that_was_not_binarised_is_named_before_anything_is_written(dem
     [
         ("train.sh", ["--max-epoch", "0"], "give a budget: --max-update N and/or --max-epoch N"),
         ("train.sh", ["--max-update", "100", "--schedule", "linear", "--warmup", "100"], "must exceed --warmup (100)"),
+        ("train.sh", ["--adaptive", "2000;5000"], "--adaptive takes increasing word counts separated by commas"),
         ("evaluate.sh", ["--context-window", "128"], "--context-window (128) must be smaller than --tokens-per-sample"),
         ("prepare.sh", ["--corpus", "wikitext-103", "--train-lines", "5"], "take verses of the bible corpus only"),
     ],
@@ -210,6 +211,26 @@ def test_contradictory_options_are_usage_errors(script, args, message, tmp_path)
     result = run_script(script, "--work-dir", str(tmp_path / "work"), *args)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "work").exists()
+
+
+def test_a_wiki103_architecture_trains_with_the_adaptive_loss_unasked(demo, tmp_path):
+    save = tmp_path / "run"
+    cutoffs = ["--adaptive-input-cutoff", "10,20", "--adaptive-softmax-cutoff", "10,20"]  # the vocabulary's size
+    args = ["--data-bin", str(demo[0] / "data-bin"), "--save-dir", str(save), "--gpus", "0", "--max-update", "2"]
+    result = run_script("train.sh", *args, "--arch", "ode_transformer_lm_euler_wiki103", "--", *TINY_WIDTH, *cutoffs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = (save / "train.log").read_text()
+    assert "'_name': 'adaptive_loss'" in log and "ddp_backend='legacy_ddp'" in log
+
+
+@pytest.mark.parametrize("cutoffs", ["8,4", "4,100000"])
+def test_adaptive_cutoffs_must_increase_within_the_vocabulary(cutoffs, demo, tmp_path):
+    work, _ = demo
+    vocabulary = len((work / "data-bin" / "dict.txt").read_text().splitlines()) + 4
+    result = run_script("train.sh", "--work-dir", str(work), "--save-dir", str(tmp_path / "run"), "--adaptive", cutoffs)
+    assert result.returncode == 2, result.stderr
+    assert f"must increase and stay below the vocabulary's {vocabulary} words" in result.stderr
+    assert not (tmp_path / "run").exists()
 
 
 WIKITEXT = {

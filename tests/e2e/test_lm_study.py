@@ -22,7 +22,7 @@ import lm_text  # noqa: E402
 
 TINY = ["--train-lines", "300", "--valid-lines", "20", "--test-lines", "20", "--workers", "1"]
 TINY += ["--configs", "residual rk2_learned", "--tuned", "residual", "--tune-lrs", "4e-3 8e-3", "--seeds", "1 2"]
-TINY += ["--max-epoch", "3", "--patience", "1", "--jobs", "2", "--gpus", "0"]
+TINY += ["--max-epoch", "3", "--patience", "1", "--jobs", "2", "--gpus", "0", "--adaptive", "100,300"]  # 560 words
 TINY_WIDTH = ["--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-input-dim", "32"]
 TINY_WIDTH += ["--decoder-output-dim", "32"]
 
@@ -60,6 +60,15 @@ def test_the_table_compares_each_seed_with_the_residual_model_and_says_why_runs_
     for row in (residual, rk2):
         assert all(stop in ("3 (epoch cap)", "1 (patience)", "2 (patience)") for stop in row[8].split(", "))
     assert (work / "curves.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_every_run_trains_an_adaptive_input_and_softmax_with_the_adaptive_loss(study):
+    work, _ = study
+    logs = [log.read_text() for log in (work / "grid").glob("*/lr*/seed*/train.log")]
+    assert len(logs) == 5
+    for log in logs:
+        assert "adaptive_softmax_cutoff='100,300'" in log and "adaptive_input_cutoff='100,300'" in log
+        assert "tie_adaptive_weights=True" in log and "'_name': 'adaptive_loss'" in log
 
 
 def test_the_tuned_lr_is_bracketed_or_flagged_and_the_untuned_configuration_shares_it(study):
@@ -129,7 +138,7 @@ def test_the_paired_test_over_verses():
 
 def test_the_speed_check_times_each_configuration_and_sizes_the_study_without_running_it(tmp_path):
     work = tmp_path / "speed"
-    result = study_in(work, tmp_path / "records", "--speed-check", "4")
+    result = study_in(work, tmp_path / "records", "--speed-check", "4", "--adaptive", "none")
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.strip() == (work / "speed.md").read_text().strip()
     rows = {row[0]: row for row in table_rows(result.stdout, "")}
@@ -145,6 +154,7 @@ def test_the_speed_check_times_each_configuration_and_sizes_the_study_without_ru
         hours = [int(row[5]) * epochs * speed.minutes_per_epoch / 60 for epochs in (20, 3)]  # 3: the --max-epoch cap
         assert (row[6], row[7]) == (f"{hours[0]:.2f}", f"{hours[1]:.2f}")
     assert not (work / "grid").exists() and not list(work.rglob("*.pt"))
+    assert "'_name': 'cross_entropy'" in (work / "speed" / "residual" / "train.log").read_text()  # a full softmax
 
 
 def test_the_speed_table_names_a_configuration_without_a_speed_check(tmp_path):
