@@ -26,6 +26,7 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -77,6 +78,8 @@ SMOKE_SHARES = {"checks": 0.4, "speed": 0.2, "study": 0.2, "lm": 0.2}
 LM_EVALUATION_SHARE = 0.15  # the LM study's test is one pass over the test blocks, no beam search
 STUDY_SHARE_OF_LIMIT = 0.9  # the study ends itself within this part of its limit
 STOP_GRACE_SECONDS = 10
+POLL_SECONDS = 0.1  # how often a wait looks for a stop request
+PROBE_SECONDS = 300  # the environment probe imports torch and fairseq
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
@@ -176,19 +179,36 @@ def share(part: Part, smoke: bool) -> float:
     return SMOKE_SHARES[part.name] if smoke else part.share
 
 
-class Stopped(Exception):
-    """A stop signal reached the run; ``outcome`` is that of the part it stopped, if one was running."""
+class StopRequest:
+    """The first stop signal (SIGTERM, SIGINT, SIGHUP) this process got, if any. As a signal handler
+    it only records the signal; :func:`wait` polls it, so a stop is seen wherever it lands, also
+    while a part's process is being started (later stop signals change nothing)."""
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-        self.outcome: Optional[Outcome] = None
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else ""
 
 
-def raise_stopped(signum: int, frame: Any) -> None:
-    for sig in STOP_SIGNALS:  # one stop is enough: the ones after it wait for the first to finish
-        signal.signal(sig, signal.SIG_IGN)
-    raise Stopped(signum)
+def wait(process: subprocess.Popen, limit: float, stop: StopRequest) -> Optional[int]:
+    """``process``'s exit status once it ends within ``limit`` seconds; None when the limit passes
+    or a stop is requested first."""
+    deadline = time.perf_counter() + limit
+    while stop.signum is None:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return None
+        try:
+            return process.wait(timeout=min(POLL_SECONDS, left))
+        except subprocess.TimeoutExpired:
+            continue
+    return None
 
 
 def end_with_parent(parent: int) -> Callable[[], None]:
@@ -204,9 +224,10 @@ def end_with_parent(parent: int) -> Callable[[], None]:
     return preexec
 
 
-def run_part(part: Part, options: Options, limit: float, log) -> Outcome:
-    """Run ``part`` for at most ``limit`` seconds; its stderr (and stdout unless it has a file) go to
-    ``log``. :class:`Stopped` raised while it runs stops it and is raised again with its outcome."""
+def run_part(part: Part, options: Options, limit: float, log, stop: StopRequest) -> Outcome:
+    """Run ``part`` until it ends, ``limit`` seconds pass or ``stop`` is requested; its stderr (and
+    stdout unless it has a file) go to ``log``. A part ended by a stop signal sent to it directly
+    (a supervisor stopping every process of the run) counts as stopped, not failed."""
     outcome = Outcome(part.name, limit, command=part.command(options, limit))
     log.write(f"\n===== part {part.name}: limit {limit:.0f} s: {' '.join(outcome.command)}\n")
     log.flush()
@@ -222,17 +243,17 @@ def run_part(part: Part, options: Options, limit: float, log) -> Outcome:
             preexec_fn=end_with_parent(os.getpid()),
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
-        try:
-            returncode = process.wait(timeout=limit)
+        returncode = wait(process, limit, stop)
+        if returncode is None:
+            end(process)
+        if returncode is not None and -returncode in STOP_SIGNALS:  # the stop reached the part first
+            outcome.status = f"stopped by {signal.Signals(-returncode).name} (partial results kept)"
+        elif returncode is not None:
             outcome.status = "finished" if returncode == 0 else f"failed (exit {returncode})"
-        except subprocess.TimeoutExpired:
-            stop(process)
+        elif stop.signum is not None:
+            outcome.status = f"stopped by {stop.name} (partial results kept)"
+        else:
             outcome.status = f"cut at its limit of {limit:.0f} s (partial results kept)"
-        except Stopped as stopped:
-            stop(process)
-            outcome.status = f"stopped by {stopped} (partial results kept)"
-            stopped.outcome = outcome
-            raise
     finally:
         if part.stdout:
             stdout.close()
@@ -242,8 +263,8 @@ def run_part(part: Part, options: Options, limit: float, log) -> Outcome:
     return outcome
 
 
-def stop(process: subprocess.Popen) -> None:
-    """SIGTERM to the part's process group, SIGKILL if it is still there after a grace period."""
+def end(process: subprocess.Popen) -> None:
+    """SIGTERM to the process's group, SIGKILL if it is still there after a grace period."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(process.pid, sig)
@@ -256,8 +277,9 @@ def stop(process: subprocess.Popen) -> None:
             continue
 
 
-def environment(options: Options) -> Dict[str, Any]:
-    """Python, torch, the device, fairseq, and which of fairseq's compiled extensions load."""
+def environment(options: Options, stop: StopRequest) -> Dict[str, Any]:
+    """Python, torch, the device, fairseq, and which of fairseq's compiled extensions load (a probe
+    process, ended by a stop)."""
     probe = (
         "import importlib, json, torch, fairseq\n"
         "loads = {}\n"
@@ -270,8 +292,18 @@ def environment(options: Options) -> Dict[str, Any]:
         "    device=torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu',\n"
         "    fairseq=fairseq.__version__, extensions=loads)))\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
-    found = json.loads(result.stdout) if result.returncode == 0 else {"probe_error": result.stderr[-2000:]}
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen([sys.executable, "-c", probe], stdout=stdout, stderr=stderr, cwd=ROOT)
+        returncode = wait(process, PROBE_SECONDS, stop)
+        if returncode is None:
+            end(process)
+        stdout.seek(0)
+        stderr.seek(0)
+        found = (
+            json.loads(stdout.read())
+            if returncode == 0
+            else {"probe_error": stderr.read()[-2000:] or f"stopped by {stop.name or 'its limit'}"}
+        )
     return dict(
         python=platform.python_version(), machine=platform.machine(), cpus=os.cpu_count(), smoke=options.smoke, **found
     )
@@ -453,26 +485,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     env: Dict[str, Any] = dict(install=args.install)
     outcomes: List[Outcome] = []
     chosen = [p for p in PARTS if p.name in args.parts]
-    stopped_by = None
+    stop = StopRequest()
     for sig in STOP_SIGNALS:
-        signal.signal(sig, raise_stopped)
-    try:
-        env.update(environment(options))
-        with open(os.path.join(args.out_dir, "run.log"), "a", encoding="utf-8") as log:
-            for i, part in enumerate(chosen):
-                left = deadline - time.perf_counter()
-                limit = left * share(part, args.smoke) / sum(share(p, args.smoke) for p in chosen[i:])
-                outcomes.append(run_part(part, options, max(limit, 1.0), log))
-    except Stopped as stopped:
-        stopped_by = stopped.signum
-        outcomes += [stopped.outcome] if stopped.outcome else []
-    for sig in STOP_SIGNALS:  # the summary is written whole, also when a stop comes now
-        signal.signal(sig, signal.SIG_IGN)
+        signal.signal(sig, stop)
+    env.update(environment(options, stop))
+    with open(os.path.join(args.out_dir, "run.log"), "a", encoding="utf-8") as log:
+        for i, part in enumerate(chosen):
+            if stop.signum is not None:
+                break
+            left = deadline - time.perf_counter()
+            limit = left * share(part, args.smoke) / sum(share(p, args.smoke) for p in chosen[i:])
+            outcomes.append(run_part(part, options, max(limit, 1.0), log, stop))
     with open(os.path.join(args.out_dir, "parts.json"), "w", encoding="utf-8") as f:
         json.dump(dict(environment=env, parts=[asdict(o) for o in outcomes]), f, indent=2)
     print(write_summary(args.out_dir, env, outcomes))
-    if stopped_by is not None:
-        return 128 + stopped_by
+    if stop.signum is not None:
+        return 128 + stop.signum
     return 0 if all(o.status == "finished" for o in outcomes) else 1
 
 

@@ -107,6 +107,7 @@ run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all (
   save_dir="$(setting_dir "$config" "$lr" "$warmup")/seed$seed"
   [[ -z "$RECORD_DIR" ]] || record="$RECORD_DIR/grid/$config/lr$lr-warmup$warmup/seed$seed"
   if [[ -n "$record" ]] && restore_run "$record" "$save_dir" run-config.txt "$(recipe "$lr" "$warmup")" "$(data_id)"; then
+    touch "$save_dir/train.done"  # only a finished run has a record; the tuning table reads this mark
     log "reused the record of $config seed $seed (lr $lr, warmup $warmup): $record"
     return
   fi

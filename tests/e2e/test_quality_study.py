@@ -302,10 +302,11 @@ def test_tune_picks_each_configurations_setting_and_reuses_its_tuning_run(tmp_pa
 def test_a_successor_is_tuned_beside_a_configuration_given_its_setting(tmp_path):
     """A PCformer row (its encoder evaluations counted with the corrector's), tuned on the lr alone
     (--tune-warmups equal to --warmup adds no run), beside a residual model whose --setting is not
-    tuned again."""
+    tuned again; the whole tuned study resumes from its records in a fresh work dir."""
     work = tmp_path / "successors"
     args = [*TINY_STUDY, "--configs", "residual_6_6 pcformer_6_6", "--seeds", "1", "--tune"]
     args += ["--tune-lrs", "4e-3 8e-3", "--tune-warmups", "300", "--setting", "residual_6_6=2e-3/300"]
+    args += ["--record-dir", str(tmp_path / "records")]
     result = run_script("quality_study.sh", "--work-dir", str(work), *args)
     assert result.returncode == 0, result.stderr[-4000:]
     grids = {
@@ -320,3 +321,10 @@ def test_a_successor_is_tuned_beside_a_configuration_given_its_setting(tmp_path)
     pcformer = next(cells for name, cells in rows.items() if name.startswith("PCformer 6-6"))
     assert (rows["residual (Euler) 6-6"][1], pcformer[1]) == ("6", "30")
     assert pcformer[0] != rows["residual (Euler) 6-6"][0]  # the corrector's weights
+    fresh = tmp_path / "fresh"
+    again = run_script("quality_study.sh", "--work-dir", str(fresh), *args)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "reused the record" in again.stderr and "finished" not in again.stderr
+    assert not list(fresh.rglob("*.pt"))
+    assert (fresh / "tuning.md").read_text() == tuning
+    assert (fresh / "results-tuned.md").read_text() == (work / "results-tuned.md").read_text()
