@@ -196,7 +196,8 @@ def test_a_gpu_run_part_ends_when_the_run_is_killed(tmp_path):
         "import sys; from benchmarks import gpu_run\n"
         "part = gpu_run.Part('sleeper', 1.0, lambda options, limit: [sys.executable, '-c', "
         "'import time; time.sleep(310)'])\n"
-        f"gpu_run.run_part(part, gpu_run.Options({str(tmp_path)!r}, '', '', 'cpu', True), 600.0, sys.stderr)\n"
+        f"options = gpu_run.Options({str(tmp_path)!r}, '', '', 'cpu', True)\n"
+        "gpu_run.run_part(part, options, 600.0, sys.stderr, gpu_run.StopRequest())\n"
     )
     run = Run([sys.executable, "-c", program], tmp_path / "logs", env=dict(os.environ))
     run.wait_until(lambda: run.running("-c import time; time.sleep(310)"), "the part ran")
