@@ -293,17 +293,25 @@ def environment(options: Options, stop: StopRequest) -> Dict[str, Any]:
         "    fairseq=fairseq.__version__, extensions=loads)))\n"
     )
     with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-        process = subprocess.Popen([sys.executable, "-c", probe], stdout=stdout, stderr=stderr, cwd=ROOT)
+        process = subprocess.Popen(
+            [sys.executable, "-c", probe],
+            cwd=ROOT,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            preexec_fn=end_with_parent(os.getpid()),
+        )
         returncode = wait(process, PROBE_SECONDS, stop)
         if returncode is None:
             end(process)
         stdout.seek(0)
         stderr.seek(0)
-        found = (
-            json.loads(stdout.read())
-            if returncode == 0
-            else {"probe_error": stderr.read()[-2000:] or f"stopped by {stop.name or 'its limit'}"}
-        )
+        if returncode == 0:
+            found = json.loads(stdout.read())
+        elif returncode is None:
+            found = {"probe_error": f"stopped by {stop.name}" if stop.signum else f"cut at {PROBE_SECONDS} s"}
+        else:
+            found = {"probe_error": stderr.read()[-2000:]}
     return dict(
         python=platform.python_version(), machine=platform.machine(), cpus=os.cpu_count(), smoke=options.smoke, **found
     )

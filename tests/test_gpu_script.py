@@ -197,6 +197,15 @@ def test_a_stop_that_lands_while_a_part_starts_stops_it_and_is_reported(tmp_path
     assert outcome.status == "stopped by SIGTERM (partial results kept)"
 
 
+def test_a_stop_ends_the_environment_probe_and_is_reported(tmp_path):
+    stop = gpu_run.StopRequest()
+    stop(signal.SIGHUP, None)
+    started = time.perf_counter()
+    found = gpu_run.environment(gpu_run.Options(str(tmp_path), "", "", "cpu", True), stop)
+    assert time.perf_counter() - started < gpu_run.STOP_GRACE_SECONDS
+    assert found["probe_error"] == "stopped by SIGHUP" and "torch" not in found
+
+
 def test_a_part_ended_by_a_stop_signal_of_its_own_is_reported_stopped(tmp_path):
     """The supervisor of gpu.sh stops every process of the run; the part may end before this one sees its signal."""
     command = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"]
