@@ -224,6 +224,17 @@ def end_with_parent(parent: int) -> Callable[[], None]:
     return preexec
 
 
+def run_process(command: List[str], limit: float, stop: StopRequest, **popen: Any) -> Optional[int]:
+    """Run ``command`` in a session of its own that ends with this process, for at most ``limit``
+    seconds or until ``stop`` is requested (then its group is ended: :func:`end`); its exit status,
+    or None when it was ended."""
+    process = subprocess.Popen(command, start_new_session=True, preexec_fn=end_with_parent(os.getpid()), **popen)
+    returncode = wait(process, limit, stop)
+    if returncode is None:
+        end(process)
+    return returncode
+
+
 def run_part(part: Part, options: Options, limit: float, log, stop: StopRequest) -> Outcome:
     """Run ``part`` until it ends, ``limit`` seconds pass or ``stop`` is requested; its stderr (and
     stdout unless it has a file) go to ``log``. A part ended by a stop signal sent to it directly
@@ -234,18 +245,15 @@ def run_part(part: Part, options: Options, limit: float, log, stop: StopRequest)
     stdout = open(os.path.join(options.out_dir, part.stdout), "w") if part.stdout else log
     started = time.perf_counter()
     try:
-        process = subprocess.Popen(
+        returncode = run_process(
             outcome.command,
+            limit,
+            stop,
             cwd=ROOT,
             stdout=stdout,
             stderr=log,
-            start_new_session=True,
-            preexec_fn=end_with_parent(os.getpid()),
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
-        returncode = wait(process, limit, stop)
-        if returncode is None:
-            end(process)
         if returncode is not None and -returncode in STOP_SIGNALS:  # the stop reached the part first
             outcome.status = f"stopped by {signal.Signals(-returncode).name} (partial results kept)"
         elif returncode is not None:
@@ -293,17 +301,9 @@ def environment(options: Options, stop: StopRequest) -> Dict[str, Any]:
         "    fairseq=fairseq.__version__, extensions=loads)))\n"
     )
     with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-c", probe],
-            cwd=ROOT,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,
-            preexec_fn=end_with_parent(os.getpid()),
+        returncode = run_process(
+            [sys.executable, "-c", probe], PROBE_SECONDS, stop, cwd=ROOT, stdout=stdout, stderr=stderr
         )
-        returncode = wait(process, PROBE_SECONDS, stop)
-        if returncode is None:
-            end(process)
         stdout.seek(0)
         stderr.seek(0)
         if returncode == 0:
