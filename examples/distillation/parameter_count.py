@@ -1,6 +1,6 @@
-"""Print a fairseq checkpoint's parameter count, split into interface and stacks.
+"""Print fairseq checkpoints' parameter counts, split into interface and stacks, a line each.
 
-    python examples/distillation/parameter_count.py CHECKPOINT DATA_BIN
+    python examples/distillation/parameter_count.py DATA_BIN CHECKPOINT [CHECKPOINT ...]
 
 Interface = embeddings, positions, final norms and output projection (what a teacher hands a
 student); shared tensors are counted once.
@@ -17,10 +17,10 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint")
     parser.add_argument("data_bin")
+    parser.add_argument("checkpoints", nargs="+", metavar="checkpoint")
     args = parser.parse_args()
-    for path in (args.checkpoint, args.data_bin):
+    for path in (args.data_bin, *args.checkpoints):
         if not os.path.exists(path):
             sys.exit(f"error: {path} does not exist")
 
@@ -29,11 +29,11 @@ def main() -> None:
     utils.import_user_module(argparse.Namespace(user_dir=os.path.join(REPO_ROOT, "user_dir")))
     from ode_seq.models.teacher import interface_parameters
 
-    models, _ = checkpoint_utils.load_model_ensemble([args.checkpoint], arg_overrides={"data": args.data_bin})
-    model = models[0]
-    total = sum(p.numel() for p in model.parameters())
-    interface = sum(p.numel() for p in interface_parameters(model))
-    print(f"parameters {total} (interface {interface}, encoder/decoder stacks {total - interface})")
+    for checkpoint in args.checkpoints:
+        models, _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={"data": args.data_bin})
+        total = sum(p.numel() for p in models[0].parameters())
+        interface = sum(p.numel() for p in interface_parameters(models[0]))
+        print(f"parameters {total} (interface {interface}, encoder/decoder stacks {total - interface})")
 
 
 if __name__ == "__main__":

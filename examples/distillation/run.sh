@@ -148,9 +148,14 @@ for seed in $SEEDS; do
   REPORTED+=("$(student_dir "$seed")")
   if [[ "$BASELINE" -eq 1 ]]; then REPORTED+=("$(scratch_dir "$seed")"); fi
 done
-for dir in "${REPORTED[@]}"; do
+# One process counts every model's parameters (fairseq's import is most of the time).
+COUNT_LINES="$(python "$REPO_ROOT/examples/distillation/parameter_count.py" "$DATA_BIN" \
+  "${REPORTED[@]/%//eval-test/averaged.pt}")" || die "counting the models' parameters failed (message above)"
+mapfile -t COUNTS <<< "$COUNT_LINES"
+for i in "${!REPORTED[@]}"; do
+  dir="${REPORTED[$i]}"
   echo "== $(basename "$dir")"
-  python "$REPO_ROOT/examples/distillation/parameter_count.py" "$dir/eval-test/averaged.pt" "$DATA_BIN"
+  echo "${COUNTS[$i]}"
   cat "$dir/eval-test/scores.txt"
   if [[ "$dir" == "$TEACHER_DIR" && "$TEACHER_ITERATIONS" -gt 0 ]]; then
     echo "== $(basename "$dir") decoded with $STUDENT_METHOD (--model-overrides, not distilled)"
