@@ -337,3 +337,17 @@ def test_the_subset_tokens_are_its_words_and_line_ends(demo):
     assert lm_text.subset_tokens(str(demo[0] / "data-bin" / "test")) == words + LINES["test"]
     with pytest.raises(ValueError, match="no binarised subset"):
         lm_text.subset_tokens(str(demo[0] / "data-bin" / "missing"))
+
+
+@pytest.mark.parametrize("impl", ["mmap", "cached"])
+def test_the_subset_tokens_are_counted_in_fairseqs_default_index_and_in_others(tmp_path, impl):
+    """The default (mmap) index is read without fairseq; the others through it."""
+    import torch
+    from fairseq.data import indexed_dataset
+
+    builder = indexed_dataset.make_builder(str(tmp_path / "test.bin"), impl, vocab_size=100)
+    for line in ([4, 5, 2], [6, 2], [7, 8, 9, 10, 2]):
+        builder.add_item(torch.IntTensor(line))
+    builder.finalize(str(tmp_path / "test.idx"))
+    assert indexed_dataset.infer_dataset_impl(str(tmp_path / "test")) == impl
+    assert lm_text.subset_tokens(str(tmp_path / "test")) == 10
