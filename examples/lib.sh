@@ -226,7 +226,13 @@ ODE_SEQ_VENV to the project's virtual environment)"
 run bash scripts/setup.sh first (or set ODE_SEQ_VENV)"
 }
 
-default_gpus() {  # print 1 when torch sees a CUDA device, else 0 (after use_project_python)
+default_gpus() {  # print 1 when torch sees a CUDA device, else 0 (after use_project_python); without
+  # a GPU's device file (NVIDIA's /dev/nvidia0…, ROCm's /dev/kfd, WSL's /dev/dxg) it sees none, and
+  # torch's import (seconds) is skipped
+  if ! compgen -G '/dev/nvidia[0-9]*' > /dev/null && [[ ! -e /dev/kfd && ! -e /dev/dxg ]]; then
+    echo 0
+    return
+  fi
   python -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null \
     || die "python could not import torch to look for a GPU; pass --gpus N"
 }

@@ -223,6 +223,17 @@ def lib_call(*lines: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", script, "probe.sh"], capture_output=True, text=True, timeout=60)
 
 
+GPU_DEVICE_FILES = ["/dev/kfd", "/dev/dxg", *map(str, Path("/dev").glob("nvidia[0-9]*"))]
+
+
+@pytest.mark.skipif(any(map(os.path.exists, GPU_DEVICE_FILES)), reason="this machine has a GPU's device file")
+def test_without_a_gpu_device_file_the_default_is_the_cpu_without_asking_torch(tmp_path):
+    (tmp_path / "python").write_text("#!/bin/sh\nexit 1\n")  # a python that cannot import torch
+    (tmp_path / "python").chmod(0o755)
+    result = lib_call(f"PATH={shlex.quote(str(tmp_path))}:$PATH", "default_gpus")
+    assert (result.returncode, result.stdout) == (0, "0\n"), result.stderr
+
+
 def test_a_content_id_follows_the_contents_not_the_place(tmp_path):
     for directory in ("a", "b"):
         (tmp_path / directory).mkdir()
