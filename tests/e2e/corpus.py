@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from tests.e2e.cli import run
+from tests.reliability.in_process import run_in_process
 
 WORDS = [f"w{i}" for i in range(24)]
 SIZES = {"train": 400, "valid": 20, "test": 20}
@@ -56,8 +56,7 @@ def preprocess(
 ) -> subprocess.CompletedProcess:
     """fairseq-preprocess of ``raw/{split}.{src,tgt}`` (or the two ``languages``) with a joined dictionary."""
     prefixes = [arg for split in splits for arg in (f"--{split}pref", str(raw / split))]
-    return run(
-        "fairseq-preprocess",
+    return fairseq_preprocess(
         [
             "--user-dir",
             "user_dir",
@@ -73,7 +72,7 @@ def preprocess(
             str(destdir),
             *extra,
         ],
-        check=check,
+        check,
     )
 
 
@@ -94,4 +93,14 @@ def write_lm_corpus(directory: Path, sizes: Dict[str, int] = LM_SIZES, seed: int
 def preprocess_lm(raw: Path, destdir: Path) -> None:
     """fairseq-preprocess --only-source of ``raw/{split}.txt`` for the splits of :data:`LM_SIZES`."""
     prefixes = [arg for split in LM_SIZES for arg in (f"--{split}pref", str(raw / f"{split}.txt"))]
-    run("fairseq-preprocess", ["--only-source", *prefixes, "--destdir", str(destdir), "--workers", "1"])
+    fairseq_preprocess(["--only-source", *prefixes, "--destdir", str(destdir), "--workers", "1"], check=True)
+
+
+def fairseq_preprocess(args: List[str], check: bool) -> subprocess.CompletedProcess:
+    """fairseq-preprocess's entry point in this process, without a subprocess's seconds of start-up
+    (these corpora take a fraction of a second to binarise); ``check``: a failure raises."""
+    result = run_in_process("fairseq-preprocess", args)
+    if check and result.returncode != 0:
+        command = " ".join(["fairseq-preprocess", *args])
+        raise AssertionError(f"{command} failed ({result.returncode}):\n{result.stderr[-4000:]}")
+    return result
