@@ -35,7 +35,7 @@ WORD_PROBS = re.compile(r"fairseq_cli\.eval_lm(?: \| |:)(\d+) (.*)$")  # fairseq
 WORD_SCORE = re.compile(r"^(.+) \[(-?[\d.]+(?:e-?\d+)?|-?inf)\]$")
 EOS = "</s>"
 MMAP_INDEX_MAGIC = b"MMIDIDX\x00\x00"  # fairseq's MMapIndexedDataset index
-MMAP_INDEX_HEADER = "<9sQBQ"  # magic, version, dtype code, line count
+MMAP_INDEX_HEADER = struct.Struct("<9sQBQ")  # magic, version, dtype code, line count
 _tokenizer = None
 
 
@@ -119,9 +119,9 @@ def subset_tokens(prefix: str) -> int:
     if not (os.path.isfile(f"{prefix}.idx") and os.path.isfile(f"{prefix}.bin")):
         raise ValueError(f"no binarised subset {prefix} (no {prefix}.idx and .bin)")
     with open(f"{prefix}.idx", "rb") as index:
-        header = index.read(struct.calcsize(MMAP_INDEX_HEADER))
-        if header.startswith(MMAP_INDEX_MAGIC) and len(header) == struct.calcsize(MMAP_INDEX_HEADER):
-            _, version, _, lines = struct.unpack(MMAP_INDEX_HEADER, header)
+        header = index.read(MMAP_INDEX_HEADER.size)
+        if header.startswith(MMAP_INDEX_MAGIC) and len(header) == MMAP_INDEX_HEADER.size:
+            _, version, _, lines = MMAP_INDEX_HEADER.unpack(header)
             sizes = index.read(4 * lines)
             if version == 1 and len(sizes) == 4 * lines:
                 return sum(struct.unpack(f"<{lines}i", sizes))
