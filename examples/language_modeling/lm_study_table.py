@@ -2,10 +2,11 @@
 
 A run is GRID_DIR/CONFIG/lrLR/seedS with train.sh's train.log (one validation per epoch),
 eval-test/scores.txt (evaluate.sh: test perplexity of the best checkpoint) and
-eval-test/verse-scores.txt (per test line: natural-log likelihood and tokens).
+eval-test/verse-scores.txt (per test line: natural-log likelihood and tokens); a tuning run's
+first epochs are logged in its tuning.log.
 
-    lm_study_table.py --grid-dir DIR --tune-seed S --tuned A B --tune-lrs L1 L2 ... --best CONFIG
-        prints the lr of CONFIG's tuning run (seed S) with the lowest best validation loss
+    lm_study_table.py --grid-dir DIR --tune-seed S --tuned A B --tune-lrs L1 L2 ... --tune-epochs N --best CONFIG
+        prints the lr whose tuning run (seed S) has the lowest validation loss in its first N epochs
     lm_study_table.py ... --speed-dir DIR --configs A B ... --seeds 1 2 3 --jobs J
         the speed check's table: every configuration's training tokens/s (DIR/CONFIG/train.log, a
         short training of each), minutes per epoch, and the run-hours of the whole study
@@ -44,10 +45,10 @@ DESCRIPTION = {
     "nonauto": "non-autonomous (weights θ(t))",
 }
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
-VALID = re.compile(r"\| valid on 'valid' subset \| loss ([\d.]+) \| ppl [\d.]+ .*?\| num_updates (\d+)")
-TRAIN_WPS = re.compile(r"\| train \| epoch \d+ \| .*?\| wps ([\d.]+)")
+VALID = re.compile(r"\| epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \|")
+TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \| .*?\| wps ([\d.]+) \| .*?\| train_wall ([\d.]+) \|")
 TRAIN_INNER = re.compile(r"epoch \d+:\s+\d+ / (\d+) .*?wps=([\d.]+), ups=[\d.]+, wpb=([\d.]+)")
-SECONDS = re.compile(r"done training in ([\d.]+) seconds")
+DONE = re.compile(r"done training in [\d.]+ seconds")
 EARLY_STOP = re.compile(r"early stop since valid performance hasn't improved for last (\d+) runs")
 TEST_PPL = re.compile(r"perplexity ([\d.]+) \(")
 OPTION = r"\b{}=(?:'(\w+)'|(\d+))"
@@ -61,7 +62,7 @@ class Run:
     valid_bits: List[float]  # validation loss (bits per token) after each epoch
     stopped_by: str  # "patience" or "epoch cap"
     tokens_per_second: float
-    minutes: float
+    minutes: float  # in training updates, summed over the epochs (a resumed run's included)
     test_perplexity: Optional[float]
     verses: Optional[np.ndarray]  # (verses, 2): log-likelihood, tokens
 
@@ -82,14 +83,26 @@ def layer_evaluations(log: str) -> int:
     return int(_option(log, "decoder_layers", "1")) * int(_option(log, "decoder_ode_steps", "1")) * (stages + corrector)
 
 
+def by_epoch(matches: Sequence[tuple]) -> List[tuple]:
+    """The fields after the epoch of each epoch's last match, in epoch order (an epoch that a
+    resumed run trained again is counted once)."""
+    last = {int(epoch): fields for epoch, *fields in matches}
+    return [last[epoch] for epoch in sorted(last)]
+
+
+def validation_bits(log: str) -> List[float]:
+    """Validation loss (bits per token) after each epoch of a train.log."""
+    return [float(bits) for (bits,) in by_epoch(VALID.findall(log))]
+
+
 def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
     """The finished run in ``run_dir`` (None before its training ended)."""
     log_file = run_dir / "train.log"
     log = log_file.read_text(encoding="utf-8") if log_file.is_file() else ""
-    seconds, params = SECONDS.findall(log), PARAMS.search(log)
-    if not seconds or params is None:
+    params = PARAMS.search(log)
+    if not DONE.search(log) or params is None:
         return None
-    valid = [float(bits) for bits, _ in VALID.findall(log)]
+    valid, epochs = validation_bits(log), by_epoch(TRAIN_EPOCH.findall(log))
     stopped_by = "patience" if EARLY_STOP.search(log) else "epoch cap" if len(valid) >= max_epoch else "other"
     scores, verses = run_dir / "eval-test" / "scores.txt", run_dir / "eval-test" / "verse-scores.txt"
     test = TEST_PPL.search(scores.read_text(encoding="utf-8")) if scores.is_file() else None
@@ -99,8 +112,8 @@ def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
         evaluations=layer_evaluations(log),
         valid_bits=valid,
         stopped_by=stopped_by,
-        tokens_per_second=statistics.mean(float(w) for w in TRAIN_WPS.findall(log) or ["nan"]),
-        minutes=float(seconds[-1]) / 60,
+        tokens_per_second=statistics.mean(float(wps) for wps, _ in epochs) if epochs else float("nan"),
+        minutes=sum(float(wall) for _, wall in epochs) / 60,
         test_perplexity=float(test.group(1)) if test else None,
         verses=np.loadtxt(verses, ndmin=2) if verses.is_file() else None,
     )
@@ -141,7 +154,8 @@ def read_speed(run_dir: Path) -> Speed:
 
 def speed_table(args: argparse.Namespace) -> List[str]:
     """Each configuration's measured speed and the run-hours of its runs in the study, if every
-    run stopped after 20 epochs or at the cap."""
+    run stopped after 20 epochs or at the cap (a tuning run that is not chosen after its
+    --tune-epochs epochs)."""
     lines = [
         "| configuration | parameters | layer evaluations per token | tokens/s (training) | minutes per epoch "
         f"| runs in the study | run-hours at 20 epochs | run-hours at {args.max_epoch} epochs (cap) |",
@@ -150,8 +164,12 @@ def speed_table(args: argparse.Namespace) -> List[str]:
     totals = [0.0, 0.0]
     for config in args.configs:
         speed = read_speed(args.speed_dir / config)
-        runs = len(args.seeds) + (len(args.tune_lrs) - 1 if config in args.tuned else 0)
-        hours = [runs * epochs * speed.minutes_per_epoch / 60 for epochs in (20, args.max_epoch)]
+        dropped = len(args.tune_lrs) - 1 if config in args.tuned else 0
+        runs = len(args.seeds) + dropped
+        hours = [
+            (len(args.seeds) * epochs + dropped * min(epochs, args.tune_epochs)) * speed.minutes_per_epoch / 60
+            for epochs in (20, args.max_epoch)
+        ]
         totals = [t + h for t, h in zip(totals, hours)]
         lines.append(
             f"| {DESCRIPTION[config]} | {speed.parameters:,} | {speed.evaluations} | {speed.tokens_per_second:,.0f} "
@@ -181,14 +199,20 @@ def paired_p_value(system: np.ndarray, baseline: np.ndarray) -> float:
     return result.p_value
 
 
-def best_lr(grid_dir: Path, config: str, lrs: Sequence[str], seed: int, max_epoch: int) -> str:
+def tuning_losses(grid_dir: Path, config: str, lrs: Sequence[str], seed: int, epochs: int) -> Dict[str, float]:
+    """The lowest validation loss of each lr's tuning run in its first ``epochs`` epochs."""
     losses = {}
     for lr in lrs:
-        run = next((r for r in runs_of(grid_dir / config / f"lr{lr}", max_epoch) if r.seed == seed), None)
-        if run is None or not run.valid_bits:
+        log = grid_dir / config / f"lr{lr}" / f"seed{seed}" / "tuning.log"
+        valid = validation_bits(log.read_text(encoding="utf-8"))[:epochs] if log.is_file() else []
+        if not valid:
             raise ValueError(f"{config} has no finished tuning run at lr {lr} (seed {seed}): rerun study.sh")
-        losses[lr] = min(run.valid_bits)
-    return min(lrs, key=lambda lr: losses[lr])
+        losses[lr] = min(valid)
+    return losses
+
+
+def best_lr(losses: Dict[str, float]) -> str:
+    return min(losses, key=losses.__getitem__)
 
 
 def mean_sd(values: Sequence[float], digits: int = 2) -> str:
@@ -199,23 +223,21 @@ def mean_sd(values: Sequence[float], digits: int = 2) -> str:
 
 def tuning_table(args: argparse.Namespace) -> List[str]:
     lines = [
-        f"Tuning (seed {args.tune_seed}): best validation perplexity by peak lr; bold is the choice.",
+        f"Tuning (seed {args.tune_seed}): the best validation perplexity of each peak lr in its first "
+        f"{args.tune_epochs} epochs; bold is the choice, whose run trains on to convergence as seed "
+        f"{args.tune_seed}.",
         "",
-        "| configuration | peak lr | best validation perplexity | epochs | stopped by |",
-        "|---|---|---|---|---|",
+        f"| configuration | peak lr | best validation perplexity, epochs 1–{args.tune_epochs} |",
+        "|---|---|---|",
     ]
     for config in args.tuned:
-        chosen = best_lr(args.grid_dir, config, args.tune_lrs, args.tune_seed, args.max_epoch)
-        for lr in args.tune_lrs:
-            runs = runs_of(args.grid_dir / config / f"lr{lr}", args.max_epoch)
-            run = next(r for r in runs if r.seed == args.tune_seed)
+        losses = tuning_losses(args.grid_dir, config, args.tune_lrs, args.tune_seed, args.tune_epochs)
+        chosen = best_lr(losses)
+        for lr, bits in losses.items():
             bold = "**" if lr == chosen else ""
-            lines.append(
-                f"| {DESCRIPTION[config]} | {lr} | {bold}{run.best_valid_perplexity:.2f}{bold} | "
-                f"{len(run.valid_bits)} | {run.stopped_by} |"
-            )
+            lines.append(f"| {DESCRIPTION[config]} | {lr} | {bold}{2**bits:.2f}{bold} |")
         if chosen in (args.tune_lrs[0], args.tune_lrs[-1]) and len(args.tune_lrs) > 1:
-            lines.append(f"| {DESCRIPTION[config]}: the choice {chosen} is at the edge of the grid | | | | |")
+            lines.append(f"| {DESCRIPTION[config]}: the choice {chosen} is at the edge of the grid | | |")
     return lines
 
 
@@ -224,7 +246,7 @@ def study_table(args: argparse.Namespace, by_config: Dict[str, List[Run]]) -> Li
     lines = [
         "| configuration | parameters | layer evaluations per token | seeds | test perplexity, mean ± sd | per seed "
         "| Δ against residual per seed (paired bootstrap p over verses) | best validation perplexity, mean ± sd "
-        "| epochs per seed (stopped by) | tokens/s (training, mean) | minutes per run (mean) |",
+        "| epochs per seed (stopped by) | tokens/s (training, mean) | minutes in training updates per run (mean) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for config, runs in by_config.items():
@@ -291,6 +313,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--tune-seed", type=int, required=True)
     parser.add_argument("--tuned", nargs="+", required=True)
     parser.add_argument("--tune-lrs", nargs="+", required=True)
+    parser.add_argument("--tune-epochs", type=int, required=True, help="the epochs of a tuning run")
     parser.add_argument("--max-epoch", type=int, required=True)
     parser.add_argument("--patience", type=int, required=True)
     parser.add_argument("--best", help="print the chosen lr of this configuration")
@@ -306,7 +329,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print("\n".join(speed_table(args)))
             return 0
         if args.best:
-            print(best_lr(args.grid_dir, args.best, args.tune_lrs, args.tune_seed, args.max_epoch))
+            print(best_lr(tuning_losses(args.grid_dir, args.best, args.tune_lrs, args.tune_seed, args.tune_epochs)))
             return 0
         if args.chosen_dir is None:
             parser.error("give --best CONFIG, --speed-dir DIR or --chosen-dir DIR")

@@ -12,8 +12,10 @@
 # Configurations, at equal parameters unless said: residual (Euler), RK2 with learned coefficients,
 # RK4, PCformer, residual with twice the layers (the compute of RK2-learned; more parameters),
 # IIET (3 iterations), the non-autonomous model.
-# The peak lr is tuned on seed 1 for --tuned configurations (over --tune-lrs, by the best
-# validation loss); the others use RK2-learned's choice (else the first tuned configuration's).
+# The peak lr is tuned on seed 1 for --tuned configurations over --tune-lrs: each lr trains
+# --tune-epochs epochs, the one with the lowest validation loss by then is chosen, and only its run
+# trains on to convergence (as seed 1); the others use RK2-learned's choice (else the first tuned
+# configuration's).
 # Runs go in parallel (--jobs), one thread each unless OMP_NUM_THREADS says otherwise. A rerun
 # resumes: finished stages are reused, an unfinished training resumes from its last checkpoint, and
 # with --record-dir every finished run's record (settings, data digest, training log, scores, verse
@@ -44,6 +46,8 @@ parse_options "$@" <<'EOF'
                                                 # nonauto (the study's priority order)
 --tuned=LIST          TUNED          -          residual rk2_learned  # configurations whose lr is tuned on seed 1
 --tune-lrs=LIST       TUNE_LRS       numbers    1e-3 2e-3 4e-3  # peak learning rates tried
+--tune-epochs=N       TUNE_EPOCHS    positive   10        # epochs each tried lr trains before the choice (at least
+                                                          # --max-epoch: every tuning run trains to convergence)
 --seeds=LIST          SEEDS          positives  1 2 3     # in quotes: "1 2 3"
 --max-epoch=N         MAX_EPOCH      positive   40        # the epoch cap
 --patience=N          PATIENCE       positive   5         # validations without a better loss before a run stops
@@ -55,7 +59,8 @@ parse_options "$@" <<'EOF'
                                                           # (default: 1 if CUDA is visible, else 0)
 --train-lines|--valid-lines|--test-lines|--workers=N  PREPARE_ARGS[]  forward  # for prepare.sh
 --=OPTIONS            TRAIN_EXTRA[]                       # extra fairseq-train options for every run (after the recipe's)
---run=RUN             RUN                                 # one run of the study, "CONFIG SEED LR" (the study runs them)
+--run=RUN             RUN                                 # one run of the study, "CONFIG SEED LR" ("CONFIG SEED LR tune": its tuning
+                                                          # epochs; the study runs them)
 --speed-check=N       SPEED_CHECK   whole    0            # instead of the study: train each configuration N updates, one at a time (seed 1,
                                                           # checkpoints deleted), then print their tokens/s, minutes per epoch and the
                                                           # run-hours of the study (WORK_DIR/speed.md)
@@ -71,9 +76,11 @@ done
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 DATA_BIN="$WORK_DIR/data-bin"
+TUNE_EPOCHS=$(( TUNE_EPOCHS < MAX_EPOCH ? TUNE_EPOCHS : MAX_EPOCH ))
+EARLY_STOP="early stop since valid performance hasn't improved"  # fairseq-train's words
 
-recipe() {  # recipe LR SEED — the settings line a run's record holds
-  echo "max_epoch=$MAX_EPOCH patience=$PATIENCE adaptive=$ADAPTIVE lr=$1 seed=$2 extra=${TRAIN_EXTRA[*]}"
+recipe() {  # recipe LR SEED [EPOCHS] — the settings line a run's record holds (EPOCHS: the cap, default --max-epoch)
+  echo "max_epoch=${3:-$MAX_EPOCH} patience=$PATIENCE adaptive=$ADAPTIVE lr=$1 seed=$2 extra=${TRAIN_EXTRA[*]}"
 }
 
 data_id() {  # the digest of the data a run depends on: dictionary, training text, test text
@@ -90,6 +97,39 @@ train_config() {  # train_config CONFIG SAVE_DIR [train.sh options] — train.sh
     -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}"
 }
 
+tune_one() {  # tune_one CONFIG SEED LR — the run's first --tune-epochs epochs; their log is SAVE_DIR/tuning.log
+  local config="$1" seed="$2" lr="$3" save_dir record="" full=""
+  save_dir="$WORK_DIR/grid/$config/lr$lr/seed$seed"
+  if [[ -n "$RECORD_DIR" ]]; then
+    record="$RECORD_DIR/tuning/$config/lr$lr/seed$seed" full="$RECORD_DIR/grid/$config/lr$lr/seed$seed"
+    if restore_run "$full" "$save_dir" recipe.txt "$(recipe "$lr" "$seed")" "$(data_id)"; then
+      cp "$save_dir/train.log" "$save_dir/tuning.log"  # a whole run holds its first epochs
+      log "reused the record of $config seed $seed (lr $lr) for its tuning"
+      return
+    fi
+    if restore_run "$record" "$save_dir" tuning-recipe.txt "$(recipe "$lr" "$seed" "$TUNE_EPOCHS")" "$(data_id)"; then
+      log "reused the tuning record of $config seed $seed (lr $lr): $record"
+      return
+    fi
+  fi
+  if [[ ! -s "$save_dir/tuning.log" ]]; then
+    mkdir -p "$save_dir"
+    if [[ ! -e "$save_dir/train.done" ]]; then  # (a whole run trained here holds its first epochs)
+      train_config "$config" "$save_dir" --lr "$lr" --seed "$seed" --max-epoch "$TUNE_EPOCHS" --patience "$PATIENCE" \
+        > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
+      rm "$save_dir/train.done"  # the study may train it on
+    fi
+    cp "$save_dir/train.log" "$save_dir/tuning.log.tmp"
+    publish "$save_dir/tuning.log.tmp" "$save_dir/tuning.log"
+  fi
+  if [[ -n "$record" ]]; then
+    recipe "$lr" "$seed" "$TUNE_EPOCHS" > "$save_dir/tuning-recipe.txt"
+    data_id > "$save_dir/data-id.txt"
+    record_run "$save_dir" "$record" tuning-recipe.txt data-id.txt tuning.log
+  fi
+  log "tuned $config seed $seed (lr $lr): $TUNE_EPOCHS epochs"
+}
+
 run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best checkpoint, keep the record
   local config="$1" seed="$2" lr="$3" save_dir record=""
   save_dir="$WORK_DIR/grid/$config/lr$lr/seed$seed"
@@ -99,8 +139,11 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
     return
   fi
   mkdir -p "$save_dir"
-  train_config "$config" "$save_dir" --lr "$lr" --seed "$seed" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
-    > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
+  # A run that patience stopped (in its tuning epochs) is over: resumed, fairseq would count anew.
+  if ! grep -qs "$EARLY_STOP" "$save_dir/train.log"; then
+    train_config "$config" "$save_dir" --lr "$lr" --seed "$seed" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
+      > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
+  fi
   "$HERE/evaluate.sh" --work-dir "$WORK_DIR" --checkpoint-dir "$save_dir" --out-dir "$save_dir/eval-test" \
     --gpus "$((GPUS > 0))" -- --output-word-probs > /dev/null
   if run_stage "$save_dir/eval-test/verse-scores.txt" "verse log-likelihoods of $config seed $seed"; then
@@ -121,7 +164,7 @@ if [[ -n "$RUN" ]]; then
   # One run: OMP_NUM_THREADS intra-op threads where it is set, else one (--jobs run at a time).
   export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-${OMP_NUM_THREADS:-1}}"
   read -r -a run <<< "$RUN"
-  run_one "${run[@]}"
+  if [[ "${run[3]:-}" == tune ]]; then tune_one "${run[@]:0:3}"; else run_one "${run[@]}"; fi
   exit 0
 fi
 
@@ -129,7 +172,7 @@ run_all() {  # lines "CONFIG SEED LR" on standard input, run --jobs at a time, w
   local records=()
   [[ -z "$RECORD_DIR" ]] || records=(--record-dir "$RECORD_DIR")
   xargs -r -P "$JOBS" -d '\n' -I{} "$0" --work-dir "$WORK_DIR" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
-    --adaptive "$ADAPTIVE" --gpus "$GPUS" "${records[@]}" --run {} -- "${TRAIN_EXTRA[@]}" \
+    --tune-epochs "$TUNE_EPOCHS" --adaptive "$ADAPTIVE" --gpus "$GPUS" "${records[@]}" --run {} -- "${TRAIN_EXTRA[@]}" \
     || die "some runs failed (messages above); rerun to resume"
 }
 
@@ -139,7 +182,7 @@ log "prepare the corpus (the whole log: $WORK_DIR/prepare.log)"
   || die "preparing the corpus failed; see $WORK_DIR/prepare.log"
 TUNE_SEED="${SEEDS%% *}"
 TABLE=(python "$HERE/lm_study_table.py" --grid-dir "$WORK_DIR/grid" --tune-seed "$TUNE_SEED" --tuned $TUNED
-  --tune-lrs $TUNE_LRS --max-epoch "$MAX_EPOCH" --patience "$PATIENCE")
+  --tune-lrs $TUNE_LRS --tune-epochs "$TUNE_EPOCHS" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE")
 if [[ "$SPEED_CHECK" -gt 0 ]]; then
   export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-${OMP_NUM_THREADS:-1}}"
   for config in $CONFIGS; do
@@ -155,9 +198,9 @@ if [[ "$SPEED_CHECK" -gt 0 ]]; then
   cat "$WORK_DIR/speed.md"
   exit 0
 fi
-log "tuning: peak lr over $TUNE_LRS for $TUNED (seed $TUNE_SEED)"
+log "tuning: peak lr over $TUNE_LRS for $TUNED (seed $TUNE_SEED, $TUNE_EPOCHS epochs each)"
 for config in $TUNED; do
-  for lr in $TUNE_LRS; do echo "$config $TUNE_SEED $lr"; done
+  for lr in $TUNE_LRS; do echo "$config $TUNE_SEED $lr tune"; done
 done | run_all
 declare -A LR=()
 for config in $TUNED; do

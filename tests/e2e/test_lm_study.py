@@ -1,7 +1,8 @@
 """The converged language-model study (examples/language_modeling/study.sh) end to end on a slice
-of the Bible at a tiny width: lr tuning on seed 1, seeds, runs stopped by the epoch cap or
-patience, the table with paired bootstrap p-values over test verses, the curves figure, the run
-records and a fresh work dir resumed from them; and its helpers (verse scores, the paired test)."""
+of the Bible at a tiny width: lr tuning on seed 1 (two epochs per lr, the chosen one trained on),
+seeds, runs stopped by the epoch cap or patience, the table with paired bootstrap p-values over
+test verses, the curves figure, the run records and a fresh work dir resumed from them; and its
+helpers (verse scores, the paired test)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ import lm_study_table  # noqa: E402  (the study's table, a script beside the she
 import lm_text  # noqa: E402
 
 TINY = ["--train-lines", "300", "--valid-lines", "20", "--test-lines", "20", "--workers", "1"]
-TINY += ["--configs", "residual rk2_learned", "--tuned", "residual", "--tune-lrs", "4e-3 8e-3", "--seeds", "1 2"]
+TINY += ["--configs", "residual rk2_learned", "--tuned", "residual", "--tune-lrs", "4e-3 8e-3", "--tune-epochs", "2"]
+TINY += ["--seeds", "1 2"]
 TINY += ["--max-epoch", "3", "--patience", "1", "--jobs", "2", "--gpus", "0", "--adaptive", "100,300"]  # 560 words
 TINY_WIDTH = ["--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-input-dim", "32"]
 TINY_WIDTH += ["--decoder-output-dim", "32"]
@@ -82,6 +84,29 @@ def test_the_tuned_lr_is_bracketed_or_flagged_and_the_untuned_configuration_shar
     assert (work / "chosen" / "rk2_learned").resolve() == work / "grid" / "rk2_learned" / f"lr{chosen}"
 
 
+def test_only_the_chosen_lr_trains_on_after_the_tuning_epochs(study):
+    work, _ = study
+    chosen = (work / "chosen" / "residual").resolve()
+    for setting in (work / "grid" / "residual").iterdir():
+        run = setting / "seed1"
+        tuning = lm_study_table.validation_bits((run / "tuning.log").read_text())
+        trained = lm_study_table.validation_bits((run / "train.log").read_text())
+        assert len(tuning) == 2 and trained[:2] == tuning  # patience 1 cannot stop a run before epoch 2
+        if setting == chosen:  # trained on to the cap, unless patience ended it in its tuning epochs
+            assert len(trained) == 3 or "early stop" in (run / "tuning.log").read_text()
+            assert (run / "eval-test" / "verse-scores.txt").is_file()
+        else:
+            assert trained == tuning and not (run / "eval-test").exists()
+
+
+def test_a_validation_repeated_by_a_resumed_run_counts_once():
+    log = "\n".join(
+        f"| valid | epoch {epoch:03d} | valid on 'valid' subset | loss {loss} | ppl 9 | num_updates {epoch}"
+        for epoch, loss in ((1, 6.5), (2, 6.0), (2, 5.9), (3, 5.5))
+    )
+    assert lm_study_table.validation_bits(log) == [6.5, 5.9, 5.5]
+
+
 def test_every_test_verse_has_a_log_likelihood_that_sums_to_the_reported_perplexity(study):
     work, _ = study
     for run in (work / "chosen").glob("*/seed*"):
@@ -97,9 +122,10 @@ def test_a_fresh_work_dir_resumes_from_the_records_without_training(study, tmp_p
     work, first = study
     again = study_in(tmp_path / "fresh", work / "records")
     assert again.returncode == 0, again.stderr[-4000:]
-    # tuning: residual at both lrs; then seeds 1 and 2 of both configurations (residual's seed 1 is
-    # its tuning run's record)
-    assert again.stderr.count("reused the record") == 6 and "finished" not in again.stderr
+    # tuning: residual at both lrs (the chosen one's whole run, the other's tuning record); then seeds
+    # 1 and 2 of both configurations
+    assert again.stderr.count("reused the record") + again.stderr.count("reused the tuning record") == 6
+    assert "finished" not in again.stderr and "tuned residual" not in again.stderr
     assert not list((tmp_path / "fresh").rglob("*.pt"))
     assert again.stdout == first.stdout
 
@@ -145,13 +171,15 @@ def test_the_speed_check_times_each_configuration_and_sizes_the_study_without_ru
     residual, rk2 = rows["residual (Euler)"], rows["RK2, learned coefficients"]
     assert (residual[2], rk2[2]) == ("2", "4")  # layer evaluations per token
     assert (residual[5], rk2[5]) == ("3", "2")  # residual: 2 tuning lrs + seed 2; RK2-learned: seeds 1, 2
+    tuning_epochs = {"residual": 2, "rk2_learned": 0}  # the lr not chosen trains --tune-epochs epochs
     for config, row in (("residual", residual), ("rk2_learned", rk2)):
         speed = lm_study_table.read_speed(work / "speed" / config)
         assert (row[3], row[4]) == (f"{speed.tokens_per_second:,.0f}", f"{speed.minutes_per_epoch:.2f}")
         # batches per epoch × mean tokens per batch: the training split's tokens, but for a short last batch
         lines = (work / "tok" / "train.txt").read_text().splitlines()
         assert 1 <= speed.tokens_per_epoch / sum(len(line.split()) + 1 for line in lines) < 1.5
-        hours = [int(row[5]) * epochs * speed.minutes_per_epoch / 60 for epochs in (20, 3)]  # 3: the --max-epoch cap
+        epochs = [2 * cap + tuning_epochs[config] for cap in (20, 3)]  # 2 seeds; 3: the --max-epoch cap
+        hours = [e * speed.minutes_per_epoch / 60 for e in epochs]
         assert (row[6], row[7]) == (f"{hours[0]:.2f}", f"{hours[1]:.2f}")
     assert not (work / "grid").exists() and not list(work.rglob("*.pt"))
     assert "'_name': 'cross_entropy'" in (work / "speed" / "residual" / "train.log").read_text()  # a full softmax
