@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -270,53 +271,34 @@ def test_table_script_runs_from_any_directory_without_pythonpath(tmp_path):
     assert missing.returncode == 2 and "run quality_study.sh first" in missing.stderr
 
 
-def test_tune_picks_each_configurations_setting_and_reuses_its_tuning_run(tmp_path):
+def test_tune_picks_a_setting_beside_a_given_one_and_a_fresh_work_dir_resumes_from_the_records(study, tmp_path):
+    """A PCformer row (its encoder evaluations counted with the corrector's) tuned: the lrs at the
+    default warmup, then the warmups at the best lr, the chosen setting's tuning run reused as seed 1;
+    beside a residual model whose --setting is not tuned (its runs: the records of the study above);
+    then the whole tuned study resumes from its records in a fresh work dir."""
+    records = tmp_path / "records"
+    shutil.copytree(study[0] / "records", records)
     work = tmp_path / "tuned"
-    args = [
-        "--work-dir",
-        str(work),
-        *TINY_STUDY,
-        "--configs",
-        "residual_6_6",
-        "--tune",
-        "--tune-lrs",
-        "1e-3 4e-3",
-        "--tune-warmups",
-        "5",
-    ]
-    result = run_script("quality_study.sh", *args)
+    args = [*TINY_STUDY, "--configs", "residual_6_6 pcformer_6_6", "--tune", "--tune-lrs", "4e-3 8e-3"]
+    args += ["--tune-warmups", "5", "--setting", "residual_6_6=2e-3/300", "--record-dir", str(records)]
+    result = run_script("quality_study.sh", "--work-dir", str(work), *args)
     assert result.returncode == 0, result.stderr[-4000:]
-    grid = work / "grid" / "residual_6_6"
-    assert sorted(p.name for p in grid.iterdir()) == ["lr1e-3-warmup300", "lr4e-3-warmup300", "lr4e-3-warmup5"]
-    chosen = (work / "tuned" / "residual_6_6").resolve()
+    assert result.stderr.count("reused the record of residual_6_6") == 2
+    grid = work / "grid" / "pcformer_6_6"
+    chosen = (work / "tuned" / "pcformer_6_6").resolve()
+    lr = chosen.name.removeprefix("lr").split("-warmup")[0]
+    tried = ["lr4e-3-warmup300", "lr8e-3-warmup300", f"lr{lr}-warmup5"]
+    assert sorted(p.name for p in grid.iterdir()) == sorted(tried)
+    assert [p.name for p in (work / "grid" / "residual_6_6").iterdir()] == ["lr2e-3-warmup300"]
     assert chosen.parent == grid and (chosen / "seed2" / "eval-test" / "scores.json").is_file()
     assert (chosen / "seed1" / "eval-test" / "scores.json").is_file()  # the tuning run, evaluated
     assert [d.name for d in grid.iterdir() if (d / "seed2").exists()] == [chosen.name]
     tuning = (work / "tuning.md").read_text()
-    assert tuning.count("| residual (Euler) 6-6 |") == 3 and tuning.count("**") >= 2
-    lr, warmup = chosen.name.removeprefix("lr").split("-warmup")
-    assert f"residual_6_6 lr={lr} warmup={warmup}" in result.stdout
-    assert (work / "results-tuned.md").read_text() in result.stdout
-
-
-def test_a_successor_is_tuned_beside_a_configuration_given_its_setting(tmp_path):
-    """A PCformer row (its encoder evaluations counted with the corrector's), tuned on the lr alone
-    (--tune-warmups equal to --warmup adds no run), beside a residual model whose --setting is not
-    tuned again; the whole tuned study resumes from its records in a fresh work dir."""
-    work = tmp_path / "successors"
-    args = [*TINY_STUDY, "--configs", "residual_6_6 pcformer_6_6", "--seeds", "1", "--tune"]
-    args += ["--tune-lrs", "4e-3 8e-3", "--tune-warmups", "300", "--setting", "residual_6_6=2e-3/300"]
-    args += ["--record-dir", str(tmp_path / "records")]
-    result = run_script("quality_study.sh", "--work-dir", str(work), *args)
-    assert result.returncode == 0, result.stderr[-4000:]
-    grids = {
-        config: sorted(p.name for p in (work / "grid" / config).iterdir())
-        for config in ("residual_6_6", "pcformer_6_6")
-    }
-    assert grids == {"residual_6_6": ["lr2e-3-warmup300"], "pcformer_6_6": ["lr4e-3-warmup300", "lr8e-3-warmup300"]}
-    tuning = (work / "tuning.md").read_text()
-    assert "residual" not in tuning and tuning.count("| PCformer 6-6") == 2
+    assert "residual" not in tuning and tuning.count("| PCformer 6-6") == 3 and tuning.count("**") >= 2
+    warmup = chosen.name.split("-warmup")[1]
+    assert f"pcformer_6_6 lr={lr} warmup={warmup}" in result.stdout
     assert "residual_6_6 lr=2e-3 warmup=300 (given by --setting)" in result.stdout
+    assert (work / "results-tuned.md").read_text() in result.stdout
     rows = tables((work / "results-tuned.md").read_text())[0]
     pcformer = next(cells for name, cells in rows.items() if name.startswith("PCformer 6-6"))
     assert (rows["residual (Euler) 6-6"][1], pcformer[1]) == ("6", "30")
