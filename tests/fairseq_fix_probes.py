@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 from unittest import mock
 
 import fairseq_cli.interactive  # noqa: F401  (fix interactive_input patches it where fairseq-interactive runs)
+import fairseq_cli.train  # noqa: F401  (fix patience_across_resume patches it where fairseq-train runs)
 import numpy as np
 import torch
 
@@ -287,6 +288,21 @@ def resumed_data(work: Path) -> None:
     expect_error(ValueError, "checkpoint_last.pt", Trainer.load_checkpoint, trainer, str(work / "checkpoint_last.pt"))
 
 
+def patience_across_resume(work: Path) -> None:
+    from fairseq.trainer import Trainer
+    from fairseq_cli import train
+
+    counter, saved = train.should_stop_early, {}
+    counter.best, counter.num_runs = 4.25, 3
+    trainer = object.__new__(train.Trainer)  # (its methods only: no model is built)
+    with mock.patch.object(Trainer, "save_checkpoint", lambda self, name, extra_state: saved.update(extra_state)):
+        trainer.save_checkpoint(str(work / "checkpoint_last.pt"), {"epoch": 2})
+    counter.best, counter.num_runs = 5.0, 0  # what a new process would count from
+    with mock.patch.object(Trainer, "load_checkpoint", lambda self, *args, **kwargs: saved):
+        assert trainer.load_checkpoint(str(work / "checkpoint_last.pt"))["epoch"] == 2
+    assert (counter.best, counter.num_runs) == (4.25, 3), "the patience count was not carried over"
+
+
 PROBES: Dict[str, Callable[[Path], None]] = {
     probe.__name__: probe
     for probe in (
@@ -307,6 +323,7 @@ PROBES: Dict[str, Callable[[Path], None]] = {
         save_dir_lock,
         full_disk_save,
         resumed_data,
+        patience_across_resume,
     )
 }
 

@@ -29,6 +29,7 @@ from .last_batch import KeepLastBatch
 from .model_loading import ModelLoading
 from .ngram_blocking import NGramBlocking
 from .numpy_compat import NumpyCompatLong
+from .patience import PatienceAcrossResume
 from .preprocess_hint import PreprocessHint
 from .restore_file import RestoreFileMustExist
 from .resumed_data import ResumedData
@@ -79,6 +80,7 @@ FIXES: Dict[str, FairseqFix] = fix_registry(
         SaveDirLock(),
         FullDiskSave(),
         ResumedData(),
+        PatienceAcrossResume(),
     )
 )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import ClassVar, Tuple
 
 
@@ -27,11 +28,16 @@ class FairseqFix:
 
 class ReplacementFix(FairseqFix):
     """A fix that sets the one module attribute it ``patches`` to ``replacement``, a subclass of
-    fairseq's class that has the fix."""
+    fairseq's class that has the fix. ``program_module``: the module is a fairseq program's
+    (``fairseq_cli.train``), imported before the plugin loads where that program runs; in any
+    other process there is nothing to patch, and it is not imported."""
 
     replacement: ClassVar[type]
+    program_module: ClassVar[bool] = False
 
     def apply(self) -> None:
         (target,) = self.patches
-        module, _, attribute = target.rpartition(".")
-        setattr(importlib.import_module(module), attribute, self.replacement)
+        name, _, attribute = target.rpartition(".")
+        module = sys.modules.get(name) if self.program_module else importlib.import_module(name)
+        if module is not None:
+            setattr(module, attribute, self.replacement)

@@ -16,7 +16,7 @@ from fairseq import checkpoint_utils
 
 from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.models.in_process import fairseq_trainer
-from tests.e2e.cli import run
+from tests.e2e.cli import TINY_MODEL, run
 from tests.reliability.corpus import (
     OPTIMISATION,
     QUIET_CPU,
@@ -100,3 +100,19 @@ def test_kill_while_saving_leaves_the_previous_checkpoint_last_intact(data_bin, 
     monkeypatch.undo()
     last = load_checkpoint(str(save / "checkpoint_last.pt"))
     assert last["optimizer_history"][-1]["num_updates"] in (1, 2)
+
+
+def test_a_resumed_run_keeps_counting_its_patience(data_bin, tmp_path):
+    """--patience 3 at lr 0, so no validation after the first is better: a run stops after epoch 4,
+    also when it was first stopped by --max-epoch 2 and then resumed (fairseq alone counts anew
+    from the resumed run's first validation and stops after epoch 6)."""
+
+    def train(max_epoch: int) -> str:
+        args = [str(data_bin), "--user-dir", "user_dir", "--arch", "transformer", *TINY_MODEL, *OPTIMISATION]
+        args += [*QUIET_CPU, "--lr", "0", "--max-tokens", "2000", "--patience", "3", "--max-epoch", str(max_epoch)]
+        return run("fairseq-train", [*args, "--no-epoch-checkpoints", "--save-dir", str(tmp_path)]).stdout
+
+    first, resumed = train(2), train(10)
+    validated = [int(e) for e in re.findall(r"\| epoch (\d+) \| valid on", first + resumed)]
+    assert validated == [1, 2, 3, 4]
+    assert "early stop since valid performance hasn't improved for last 3 runs" in resumed
