@@ -97,13 +97,18 @@ train_config() {  # train_config CONFIG SAVE_DIR [train.sh options] — train.sh
     -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}"
 }
 
+keep_tuning_log() {  # keep_tuning_log SAVE_DIR — the training log as it is, as SAVE_DIR/tuning.log
+  cp "$1/train.log" "$1/tuning.log.tmp"
+  publish "$1/tuning.log.tmp" "$1/tuning.log"
+}
+
 tune_one() {  # tune_one CONFIG SEED LR — the run's first --tune-epochs epochs; their log is SAVE_DIR/tuning.log
   local config="$1" seed="$2" lr="$3" save_dir record="" full=""
   save_dir="$WORK_DIR/grid/$config/lr$lr/seed$seed"
   if [[ -n "$RECORD_DIR" ]]; then
     record="$RECORD_DIR/tuning/$config/lr$lr/seed$seed" full="$RECORD_DIR/grid/$config/lr$lr/seed$seed"
     if restore_run "$full" "$save_dir" recipe.txt "$(recipe "$lr" "$seed")" "$(data_id)"; then
-      cp "$save_dir/train.log" "$save_dir/tuning.log"  # a whole run holds its first epochs
+      keep_tuning_log "$save_dir"  # a whole run holds its first epochs
       log "reused the record of $config seed $seed (lr $lr) for its tuning"
       return
     fi
@@ -119,8 +124,7 @@ tune_one() {  # tune_one CONFIG SEED LR — the run's first --tune-epochs epochs
         > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
       rm "$save_dir/train.done"  # the study may train it on
     fi
-    cp "$save_dir/train.log" "$save_dir/tuning.log.tmp"
-    publish "$save_dir/tuning.log.tmp" "$save_dir/tuning.log"
+    keep_tuning_log "$save_dir"
   fi
   if [[ -n "$record" ]]; then
     recipe "$lr" "$seed" "$TUNE_EPOCHS" > "$save_dir/tuning-recipe.txt"
