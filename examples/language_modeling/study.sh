@@ -103,16 +103,17 @@ keep_tuning_log() {  # keep_tuning_log SAVE_DIR — the training log as it is, a
 }
 
 tune_one() {  # tune_one CONFIG SEED LR — the run's first --tune-epochs epochs; their log is SAVE_DIR/tuning.log
-  local config="$1" seed="$2" lr="$3" save_dir record="" full=""
+  local config="$1" seed="$2" lr="$3" save_dir record="" full="" data
   save_dir="$WORK_DIR/grid/$config/lr$lr/seed$seed"
   if [[ -n "$RECORD_DIR" ]]; then
     record="$RECORD_DIR/tuning/$config/lr$lr/seed$seed" full="$RECORD_DIR/grid/$config/lr$lr/seed$seed"
-    if restore_run "$full" "$save_dir" recipe.txt "$(recipe "$lr" "$seed")" "$(data_id)"; then
+    data="$(data_id)"
+    if restore_run "$full" "$save_dir" recipe.txt "$(recipe "$lr" "$seed")" "$data"; then
       keep_tuning_log "$save_dir"  # a whole run holds its first epochs
       log "reused the record of $config seed $seed (lr $lr) for its tuning"
       return
     fi
-    if restore_run "$record" "$save_dir" tuning-recipe.txt "$(recipe "$lr" "$seed" "$TUNE_EPOCHS")" "$(data_id)"; then
+    if restore_run "$record" "$save_dir" tuning-recipe.txt "$(recipe "$lr" "$seed" "$TUNE_EPOCHS")" "$data"; then
       log "reused the tuning record of $config seed $seed (lr $lr): $record"
       return
     fi
@@ -128,7 +129,7 @@ tune_one() {  # tune_one CONFIG SEED LR — the run's first --tune-epochs epochs
   fi
   if [[ -n "$record" ]]; then
     recipe "$lr" "$seed" "$TUNE_EPOCHS" > "$save_dir/tuning-recipe.txt"
-    data_id > "$save_dir/data-id.txt"
+    echo "$data" > "$save_dir/data-id.txt"
     record_run "$save_dir" "$record" tuning-recipe.txt data-id.txt tuning.log
   fi
   log "tuned $config seed $seed (lr $lr): $TUNE_EPOCHS epochs"
@@ -143,7 +144,8 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
     return
   fi
   mkdir -p "$save_dir"
-  # A run that patience stopped (in its tuning epochs) is over: resumed, fairseq would count anew.
+  # A run that patience stopped (in its tuning epochs) is over: resumed, fairseq-train would train
+  # another epoch before it looks at the count again.
   if ! grep -qs "$EARLY_STOP" "$save_dir/train.log"; then
     train_config "$config" "$save_dir" --lr "$lr" --seed "$seed" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
       > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"

@@ -42,10 +42,9 @@ class PatienceKeepingTrainer(Trainer):
             filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides, reset_meters
         )
         counter = patience_counter()
-        if extra_state and PATIENCE_STATE in extra_state and counter is not None:
-            if not (reset_optimizer or reset_meters):
-                counter.best = extra_state[PATIENCE_STATE]["best"]
-                counter.num_runs = extra_state[PATIENCE_STATE]["num_runs"]
+        kept = (extra_state or {}).get(PATIENCE_STATE)
+        if kept is not None and counter is not None and not (reset_optimizer or reset_meters):
+            counter.best, counter.num_runs = kept["best"], kept["num_runs"]
         return extra_state
 
 
