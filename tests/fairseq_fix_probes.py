@@ -303,6 +303,39 @@ def patience_across_resume(work: Path) -> None:
     assert (counter.best, counter.num_runs) == (4.25, 3), "the patience count was not carried over"
 
 
+def resumed_batches(work: Path) -> None:
+    from fairseq.data import FairseqDataset
+    from fairseq.tasks.fairseq_task import FairseqTask
+
+    class Blocks(FairseqDataset):  # 64 blocks of 8 tokens, as a language model's training split
+        sizes = np.full(64, 8)
+
+        def __len__(self) -> int:
+            return len(self.sizes)
+
+        def __getitem__(self, index: int) -> int:
+            return index
+
+        def collater(self, samples: List[int]) -> List[int]:
+            return samples
+
+        def num_tokens(self, index: int) -> int:
+            return 8
+
+        def ordered_indices(self) -> np.ndarray:
+            return np.lexsort([np.random.permutation(len(self)), self.sizes])
+
+    def iterator(epoch: int) -> Any:
+        return FairseqTask(SimpleNamespace()).get_batch_iterator(Blocks(), max_sentences=4, seed=1, epoch=epoch)
+
+    uninterrupted, resumed = iterator(1), iterator(3)
+    for _ in range(2):
+        list(uninterrupted.next_epoch_itr())
+    third, resumed_third = list(uninterrupted.next_epoch_itr()), list(resumed.next_epoch_itr())
+    assert uninterrupted.epoch == resumed.epoch == 3, f"epochs {uninterrupted.epoch}, {resumed.epoch}"
+    assert resumed_third == third, "a run resumed at epoch 3 trains on other batches than the run it continues"
+
+
 PROBES: Dict[str, Callable[[Path], None]] = {
     probe.__name__: probe
     for probe in (
@@ -324,6 +357,7 @@ PROBES: Dict[str, Callable[[Path], None]] = {
         full_disk_save,
         resumed_data,
         patience_across_resume,
+        resumed_batches,
     )
 }
 

@@ -19,7 +19,8 @@
 # Runs go in parallel (--jobs), one thread each unless OMP_NUM_THREADS says otherwise. A rerun
 # resumes: finished stages are reused, an unfinished training resumes from its last checkpoint, and
 # with --record-dir every finished run's record (settings, data digest, training log, scores, verse
-# log-likelihoods; no checkpoints) is kept there and reused, also in a fresh checkout.
+# log-likelihoods; no checkpoints) is kept there and reused, also in a fresh checkout;
+# --keep-unfinished adds the last checkpoints of the runs still training, from which a rerun there resumes.
 #
 # Usage: study.sh [options]
 # Layout: every run is WORK_DIR/grid/CONFIG/lrLR/seedS; WORK_DIR/chosen/CONFIG links to the lr the
@@ -61,6 +62,9 @@ parse_options "$@" <<'EOF'
 --=OPTIONS            TRAIN_EXTRA[]                       # extra fairseq-train options for every run (after the recipe's)
 --run=RUN             RUN                                 # one run of the study, "CONFIG SEED LR" ("CONFIG SEED LR tune": its tuning
                                                           # epochs; the study runs them)
+--keep-unfinished     KEEP_UNFINISHED                     # instead of the study: keep each unfinished run's last (and best) checkpoint and
+                                                          # log in --record-dir (RECORD_DIR/unfinished), to move a stopped study to a
+                                                          # fresh checkout or another machine
 --speed-check=N       SPEED_CHECK   whole    0            # instead of the study: train each configuration N updates, one at a time (seed 1,
                                                           # checkpoints deleted), then print their tokens/s, minutes per epoch and the
                                                           # run-hours of the study (WORK_DIR/speed.md)
@@ -73,6 +77,8 @@ done
 for config in $TUNED; do
   [[ " $CONFIGS " == *" $config "* ]] || usage_error "--tuned names $config, which is not in --configs ($CONFIGS)"
 done
+[[ "$KEEP_UNFINISHED" == 0 || -n "$RECORD_DIR" ]] \
+  || usage_error "--keep-unfinished keeps the runs in --record-dir: give one"
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 DATA_BIN="$WORK_DIR/data-bin"
@@ -102,6 +108,30 @@ keep_tuning_log() {  # keep_tuning_log SAVE_DIR — the training log as it is, a
   publish "$1/tuning.log.tmp" "$1/tuning.log"
 }
 
+unfinished_record() {  # unfinished_record CONFIG SEED LR — where --keep-unfinished keeps that run's state
+  echo "$RECORD_DIR/unfinished/$1/lr$3/seed$2"
+}
+
+keep_unfinished() {  # keep_unfinished CONFIG SEED LR — the run's last checkpoint (its best too, where that is
+  local save_dir="$WORK_DIR/grid/$1/lr$3/seed$2" files=(recipe.txt data-id.txt train.log checkpoint_last.pt)
+  if [[ -e "$save_dir/checkpoint_best.pt" ]] && ! cmp -s "$save_dir"/checkpoint_{best,last}.pt; then
+    files+=(checkpoint_best.pt)  # another epoch) and training log, in its unfinished record
+  fi
+  recipe "$3" "$2" > "$save_dir/recipe.txt"
+  data_id > "$save_dir/data-id.txt"
+  record_run "$save_dir" "$(unfinished_record "$@")" "${files[@]}"
+  log "kept $1 seed $2 (lr $3) at epoch $(sed -n "s/.*epoch 0*\([0-9]*\) | valid on.*/\1/p" "$save_dir/train.log" | tail -1): \
+$(unfinished_record "$@")"
+}
+
+resume_unfinished() {  # resume_unfinished CONFIG SEED LR — a kept run's state into its save dir, where that has none
+  local save_dir="$WORK_DIR/grid/$1/lr$3/seed$2" record
+  record="$(unfinished_record "$@")"
+  [[ -n "$RECORD_DIR" && ! -e "$save_dir/checkpoint_last.pt" ]] || return 0
+  restore_run "$record" "$save_dir" recipe.txt "$(recipe "$3" "$2")" "$(data_id)" || return 0
+  log "resumed $1 seed $2 (lr $3) from its kept state: $record"
+}
+
 tune_one() {  # tune_one CONFIG SEED LR — the run's first --tune-epochs epochs; their log is SAVE_DIR/tuning.log
   local config="$1" seed="$2" lr="$3" save_dir record="" full="" data
   save_dir="$WORK_DIR/grid/$config/lr$lr/seed$seed"
@@ -119,6 +149,7 @@ tune_one() {  # tune_one CONFIG SEED LR — the run's first --tune-epochs epochs
     fi
   fi
   if [[ ! -s "$save_dir/tuning.log" ]]; then
+    resume_unfinished "$config" "$seed" "$lr"
     mkdir -p "$save_dir"
     if [[ ! -e "$save_dir/train.done" ]]; then  # (a whole run trained here holds its first epochs)
       train_config "$config" "$save_dir" --lr "$lr" --seed "$seed" --max-epoch "$TUNE_EPOCHS" --patience "$PATIENCE" \
@@ -143,6 +174,7 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
     log "reused the record of $config seed $seed (lr $lr): $record"
     return
   fi
+  resume_unfinished "$config" "$seed" "$lr"
   mkdir -p "$save_dir"
   # A run that patience stopped (in its tuning epochs) is over: resumed, fairseq-train would train
   # another epoch before it looks at the count again.
@@ -162,6 +194,7 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
     data_id > "$save_dir/data-id.txt"
     record_run "$save_dir" "$record" recipe.txt data-id.txt train.log eval-test/scores.txt \
       eval-test/verse-scores.txt
+    rm -rf "$(unfinished_record "$config" "$seed" "$lr")"
   fi
   log "finished $config seed $seed (lr $lr)"
 }
@@ -189,6 +222,19 @@ log "prepare the corpus (the whole log: $WORK_DIR/prepare.log)"
 TUNE_SEED="${SEEDS%% *}"
 TABLE=(python "$HERE/lm_study_table.py" --grid-dir "$WORK_DIR/grid" --tune-seed "$TUNE_SEED" --tuned $TUNED
   --tune-lrs $TUNE_LRS --tune-epochs "$TUNE_EPOCHS" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE")
+if [[ "$KEEP_UNFINISHED" == 1 ]]; then
+  for save_dir in "$WORK_DIR"/grid/*/lr*/seed*; do
+    IFS=/ read -r config lr seed <<< "${save_dir#"$WORK_DIR/grid/"}"
+    lr="${lr#lr}" seed="${seed#seed}"
+    [[ -e "$save_dir/checkpoint_last.pt" && ! -d "$RECORD_DIR/grid/$config/lr$lr/seed$seed" ]] || continue
+    if [[ " $TUNED " == *" $config "* && "$seed" == "$TUNE_SEED" ]] \
+      && best="$("${TABLE[@]}" --best "$config" 2> /dev/null)" && [[ "$best" != "$lr" ]]; then
+      continue  # a tried lr that lost: it never trains on
+    fi
+    keep_unfinished "$config" "$seed" "$lr"
+  done
+  exit 0
+fi
 if [[ "$SPEED_CHECK" -gt 0 ]]; then
   export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-${OMP_NUM_THREADS:-1}}"
   for config in $CONFIGS; do

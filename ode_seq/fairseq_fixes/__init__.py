@@ -32,6 +32,7 @@ from .numpy_compat import NumpyCompatLong
 from .patience import PatienceAcrossResume
 from .preprocess_hint import PreprocessHint
 from .restore_file import RestoreFileMustExist
+from .resumed_batches import ResumedBatches
 from .resumed_data import ResumedData
 from .save_dir import SaveDirHint
 from .save_dir_lock import SaveDirLock
@@ -81,6 +82,7 @@ FIXES: Dict[str, FairseqFix] = fix_registry(
         FullDiskSave(),
         ResumedData(),
         PatienceAcrossResume(),
+        ResumedBatches(),
     )
 )
 

@@ -6,6 +6,7 @@ helpers (verse scores, the paired test)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -128,6 +129,42 @@ def test_a_fresh_work_dir_resumes_from_the_records_without_training(study, tmp_p
     assert "finished" not in again.stderr and "tuned residual" not in again.stderr
     assert not list((tmp_path / "fresh").rglob("*.pt"))
     assert again.stdout == first.stdout
+
+
+def test_a_run_kept_unfinished_resumes_in_a_fresh_work_dir_and_ends_as_if_never_stopped(study, tmp_path):
+    work, _ = study
+    records = tmp_path / "records"
+    shutil.copytree(work / "records", records)
+    lr = (work / "chosen" / "residual").resolve().name.removeprefix("lr")
+    run = Path("grid") / "residual" / f"lr{lr}" / "seed2"
+    shutil.rmtree(records / run)
+    # residual seed 2 as a study stopped after its first epoch leaves it (trained with a cap of 1
+    # epoch, recorded elsewhere), kept at the study's settings, then the study in a fresh work dir
+    stopped = tmp_path / "stopped"
+    shutil.copytree(work, stopped, ignore=shutil.ignore_patterns("grid", "chosen", "records"))
+    first_epoch = study_in(stopped, tmp_path / "elsewhere", "--max-epoch", "1", "--run", f"residual 2 {lr}")
+    assert first_epoch.returncode == 0, first_epoch.stderr[-4000:]
+    kept = study_in(stopped, records, "--keep-unfinished")
+    assert kept.returncode == 0, kept.stderr[-4000:]
+    assert f"kept residual seed 2 (lr {lr}) at epoch 1" in kept.stderr and kept.stderr.count("kept ") == 1
+    unfinished = records / "unfinished" / "residual" / f"lr{lr}" / "seed2"
+    assert (unfinished / "checkpoint_last.pt.gz").is_file() and not (unfinished / "checkpoint_best.pt.gz").exists()
+
+    again = study_in(tmp_path / "fresh", records)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert f"resumed residual seed 2 (lr {lr}) from its kept state" in again.stderr
+    assert again.stderr.count("finished ") == 1 and not unfinished.exists()
+    resumed, uninterrupted = (tmp_path / "fresh" / run, work / run)
+    assert "Loaded checkpoint" in (resumed / "train.log").read_text()
+    curves = [lm_study_table.validation_bits((d / "train.log").read_text()) for d in (resumed, uninterrupted)]
+    assert curves[0] == curves[1] and len(curves[0]) >= 2
+    scores = [(d / "eval-test" / "scores.txt").read_text() for d in (resumed, uninterrupted)]
+    assert scores[0] == scores[1]
+
+
+def test_keeping_unfinished_runs_needs_a_record_dir(tmp_path):
+    result = run_pipeline(PIPELINE / "study.sh", "--work-dir", str(tmp_path), "--keep-unfinished")
+    assert result.returncode == 2 and "--keep-unfinished keeps the runs in --record-dir: give one" in result.stderr
 
 
 def test_a_record_of_other_settings_is_refused(study, tmp_path):

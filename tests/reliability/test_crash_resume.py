@@ -63,6 +63,20 @@ def test_sigkill_mid_epoch_then_restart_ends_with_the_uninterrupted_parameters(d
     assert any(not torch.equal(last["model"][k], resumed[k]) for k in gates)
 
 
+def test_a_run_stopped_at_an_epoch_end_and_resumed_ends_with_the_uninterrupted_parameters(
+    data_bin, reference_run, tmp_path
+):
+    """Resumed at epoch 2, fairseq alone would batch the sentences anew (fix resumed_batches)."""
+    reference_dir, _ = reference_run
+    save = tmp_path / "ckpt"
+    command = resumable_training(data_bin, save)
+    run("fairseq-train", [*command, "--max-epoch", "1"])
+    out = run("fairseq-train", command).stdout
+    assert f"Loaded checkpoint {save}/checkpoint_last.pt (epoch 2 @" in out
+    resumed, uninterrupted = model_state(save / "checkpoint_last.pt"), model_state(reference_dir / "checkpoint_last.pt")
+    assert [k for k in resumed if not torch.equal(resumed[k], uninterrupted[k])] == []
+
+
 class SimulatedKill(BaseException):
     """Stands for SIGKILL arriving in the middle of a file copy."""
 
