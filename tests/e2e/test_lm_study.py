@@ -139,9 +139,10 @@ def test_a_run_kept_unfinished_resumes_in_a_fresh_work_dir_and_ends_as_if_never_
     run = Path("grid") / "residual" / f"lr{lr}" / "seed2"
     shutil.rmtree(records / run)
     # residual seed 2 as a study stopped after its first epoch leaves it (trained with a cap of 1
-    # epoch, recorded elsewhere), kept at the study's settings, then the study in a fresh work dir
-    stopped = tmp_path / "stopped"
-    shutil.copytree(work, stopped, ignore=shutil.ignore_patterns("grid", "chosen", "records"))
+    # epoch, recorded elsewhere), kept at the study's settings, then run in a fresh work dir
+    stopped, fresh = tmp_path / "stopped", tmp_path / "fresh"
+    for prepared in (stopped, fresh):
+        shutil.copytree(work, prepared, ignore=shutil.ignore_patterns("grid", "chosen", "records"))
     first_epoch = study_in(stopped, tmp_path / "elsewhere", "--max-epoch", "1", "--run", f"residual 2 {lr}")
     assert first_epoch.returncode == 0, first_epoch.stderr[-4000:]
     kept = study_in(stopped, records, "--keep-unfinished")
@@ -150,11 +151,11 @@ def test_a_run_kept_unfinished_resumes_in_a_fresh_work_dir_and_ends_as_if_never_
     unfinished = records / "unfinished" / "residual" / f"lr{lr}" / "seed2"
     assert (unfinished / "checkpoint_last.pt.gz").is_file() and not (unfinished / "checkpoint_best.pt.gz").exists()
 
-    again = study_in(tmp_path / "fresh", records)
+    again = study_in(fresh, records, "--run", f"residual 2 {lr}")
     assert again.returncode == 0, again.stderr[-4000:]
     assert f"resumed residual seed 2 (lr {lr}) from its kept state" in again.stderr
-    assert again.stderr.count("finished ") == 1 and not unfinished.exists()
-    resumed, uninterrupted = (tmp_path / "fresh" / run, work / run)
+    assert (records / run).is_dir() and not unfinished.exists()
+    resumed, uninterrupted = (fresh / run, work / run)
     assert "Loaded checkpoint" in (resumed / "train.log").read_text()
     curves = [lm_study_table.validation_bits((d / "train.log").read_text()) for d in (resumed, uninterrupted)]
     assert curves[0] == curves[1] and len(curves[0]) >= 2
