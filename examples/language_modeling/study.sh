@@ -127,7 +127,7 @@ $(unfinished_record "$@")"
 resume_unfinished() {  # resume_unfinished CONFIG SEED LR — a kept run's state into its save dir, where that has none
   local save_dir="$WORK_DIR/grid/$1/lr$3/seed$2" record
   record="$(unfinished_record "$@")"
-  [[ -n "$RECORD_DIR" && ! -e "$save_dir/checkpoint_last.pt" ]] || return 0
+  [[ -n "$RECORD_DIR" && -d "$record" && ! -e "$save_dir/checkpoint_last.pt" ]] || return 0  # (digest only then)
   restore_run "$record" "$save_dir" recipe.txt "$(recipe "$3" "$2")" "$(data_id)" || return 0
   log "resumed $1 seed $2 (lr $3) from its kept state: $record"
 }
