@@ -46,7 +46,7 @@ parse_options "$@" <<'EOF'
 --configs=LIST        CONFIGS        -          $ALL_CONFIGS  # in quotes, of residual rk2_learned rk4 pcformer residual_2x iiet
                                                 # nonauto (the study's priority order)
 --tuned=LIST          TUNED          -          residual rk2_learned  # configurations whose lr is tuned on seed 1
---tune-lrs=LIST       TUNE_LRS       numbers    1e-3 2e-3 4e-3  # peak learning rates tried
+--tune-lrs=LIST       TUNE_LRS       numbers    4e-3 8e-3 1.6e-2  # peak learning rates tried (the bible recipe's bracket: docs/results.md)
 --tune-epochs=N       TUNE_EPOCHS    positive   10        # epochs each tried lr trains before the choice (at least
                                                           # --max-epoch: every tuning run trains to convergence)
 --seeds=LIST          SEEDS          positives  1 2 3     # in quotes: "1 2 3"
