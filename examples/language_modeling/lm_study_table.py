@@ -290,18 +290,27 @@ def curves(by_config: Dict[str, List[Run]]) -> List[str]:
 
 
 def draw(by_config: Dict[str, List[Run]], path: Path) -> None:
+    """Every run's validation curve: the whole run (log scale), and its last three quarters on a
+    linear scale with the best epoch (the checkpoint scored) marked, where the configurations part."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    longest = max((len(run.valid_bits) for runs in by_config.values() for run in runs), default=1)
+    zoom_from = 1 + longest // 4
+    fig, (whole, late) = plt.subplots(1, 2, figsize=(11, 4.5))
     for index, (config, runs) in enumerate(by_config.items()):
         for i, run in enumerate(runs):
+            epochs, perplexity = range(1, len(run.valid_bits) + 1), [2**b for b in run.valid_bits]
             label = DESCRIPTION[config] if i == 0 else None
-            ax.plot(range(1, len(run.valid_bits) + 1), [2**b for b in run.valid_bits], color=f"C{index}", label=label)
-    ax.set(xlabel="epoch", ylabel="validation perplexity", yscale="log", title="Language-model study: every seed")
-    ax.legend(fontsize=7)
+            whole.plot(epochs, perplexity, color=f"C{index}", label=label)
+            late.plot(epochs[zoom_from - 1 :], perplexity[zoom_from - 1 :], color=f"C{index}")
+            best = min(epochs, key=lambda epoch: perplexity[epoch - 1])
+            late.plot(best, perplexity[best - 1], "o", color=f"C{index}")
+    whole.set(xlabel="epoch", ylabel="validation perplexity", yscale="log", title="Every seed, every epoch")
+    late.set(xlabel="epoch", title=f"From epoch {zoom_from} (dots: each run's best epoch, the one scored)")
+    whole.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
