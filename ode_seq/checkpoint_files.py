@@ -72,9 +72,17 @@ def load_checkpoint(path: str) -> Dict[str, Any]:
         raise unpickling_refusal(path, error) from None
 
 
+# fairseq's placeholder buffer (``torch.FloatTensor(1)``, never initialised: whatever the memory
+# held, inf and nan included) that modules such as AdaptiveInput keep only for its dtype and device.
+PLACEHOLDER_BUFFER = "_float_tensor"
+
+
 def check_finite_parameters(path: str, parameters: Dict[str, Any]) -> None:
-    """ValueError naming ``path`` and the first floating-point tensor holding inf or nan."""
+    """ValueError naming ``path`` and the first floating-point tensor holding inf or nan (fairseq's
+    uninitialised placeholder buffers aside)."""
     for name, value in parameters.items():
+        if name.rpartition(".")[2] == PLACEHOLDER_BUFFER:
+            continue
         if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all():
             bad = int((~torch.isfinite(value)).sum())
             raise ValueError(

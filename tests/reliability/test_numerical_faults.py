@@ -4,9 +4,10 @@ and both stacks are unit-tested in tests/test_encoder_blocks.py)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from ode_seq.checkpoint_files import load_checkpoint
+from ode_seq.checkpoint_files import check_finite_parameters, load_checkpoint
 from tests.e2e.cli import run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error
 
@@ -39,3 +40,12 @@ def test_fairseq_train_reports_the_block_stage_and_method_of_a_non_finite_value(
     assert final_error(result.stderr).startswith(
         "FloatingPointError: non-finite value in encoder block 1, step 0, stage 1 of method rk4 (dtype torch.float32)"
     )
+
+
+def test_a_non_finite_weight_is_refused_but_fairseqs_uninitialised_placeholder_buffer_is_not():
+    # AdaptiveInput's ``_float_tensor`` is torch.FloatTensor(1): uninitialised memory, at times inf
+    weights = {"decoder.embed_tokens._float_tensor": torch.tensor([float("inf")]), "fc1.weight": torch.ones(3)}
+    check_finite_parameters("run.pt", weights)
+    weights["fc1.weight"][1] = float("nan")
+    with pytest.raises(ValueError, match="run.pt holds non-finite parameters: 1 of 3 values of fc1.weight"):
+        check_finite_parameters("run.pt", weights)
