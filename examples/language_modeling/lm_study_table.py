@@ -307,7 +307,8 @@ def draw(by_config: Dict[str, List[Run]], path: Path) -> None:
             whole.plot(epochs, perplexity, color=f"C{index}", label=label)
             late.plot(epochs[zoom_from - 1 :], perplexity[zoom_from - 1 :], color=f"C{index}")
             best = min(epochs, key=lambda epoch: perplexity[epoch - 1])
-            late.plot(best, perplexity[best - 1], "o", color=f"C{index}")
+            if best >= zoom_from:  # a dot before the panel's first epoch would stretch its axes
+                late.plot(best, perplexity[best - 1], "o", color=f"C{index}")
     whole.set(xlabel="epoch", ylabel="validation perplexity", yscale="log", title="Every seed, every epoch")
     late.set(xlabel="epoch", title=f"From epoch {zoom_from} (dots: each run's best epoch, the one scored)")
     whole.legend(fontsize=7)
