@@ -312,8 +312,8 @@ def draw(by_config: Dict[str, List[Run]], path: Path) -> None:
                 late.plot(best, perplexity[best - 1], "o", color=f"C{index}")
     whole.set(xlabel="epoch", ylabel="validation perplexity", yscale="log", title="Every seed, every epoch")
     late.set(xlabel="epoch", title=f"From epoch {zoom_from} (dots: each run's best epoch, the one scored)")
-    for labels in (whole.yaxis.set_major_formatter, whole.yaxis.set_minor_formatter):
-        labels(ScalarFormatter())  # 30, 40, 60 rather than 3×10¹ between the decades
+    for set_formatter in (whole.yaxis.set_major_formatter, whole.yaxis.set_minor_formatter):
+        set_formatter(ScalarFormatter())  # 30, 40, 60 rather than 3×10¹ between the decades
     whole.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
