@@ -41,6 +41,8 @@ DESCRIPTION = {
     "rk4": "RK4",
     "pcformer": "PCformer (RK4 predictor, EMA weights, multistep corrector)",
     "residual_2x": "residual, 2× layers (the compute of RK2-learned)",
+    "pcformer_rk2": "PCformer (Heun predictor, EMA weights, multistep corrector)",
+    "residual_dlcl": "residual with DLCL (learned dense layer history)",
     "iiet": "IIET (3 iterations)",
     "nonauto": "non-autonomous (weights θ(t))",
 }

@@ -9,9 +9,11 @@
 # log-probability kept), over several seeds; then a table of test perplexity (mean ± sd), the
 # per-seed difference against the residual model with a paired bootstrap over test verses, epochs
 # and why each run stopped, tokens/s and minutes per run, and a figure of the validation curves.
-# Configurations, at equal parameters unless said: residual (Euler), RK2 with learned coefficients,
-# RK4, PCformer, residual with twice the layers (the compute of RK2-learned; more parameters),
-# IIET (3 iterations), the non-autonomous model.
+# Configurations, at equal parameters unless said, in the study's priority order: residual (Euler),
+# RK2 with learned coefficients, residual with twice the layers (the compute of RK2-learned; more
+# parameters), PCformer with a Heun predictor (as its paper runs language models), residual with
+# DLCL (about 1x compute), RK4, PCformer with an RK4 predictor, IIET (3 iterations), the
+# non-autonomous model.
 # The peak lr is tuned on seed 1 for --tuned configurations over --tune-lrs: each lr trains
 # --tune-epochs epochs, the one with the lowest validation loss by then is chosen, and only its run
 # trains on to convergence (as seed 1); the others use RK2-learned's choice (else the first tuned
@@ -37,14 +39,20 @@ declare -A CONFIG_ARCH=(
   [residual_2x]=ode_transformer_lm_euler
   [iiet]=ode_transformer_lm_rk4
   [nonauto]=ode_transformer_lm_nonauto
+  [pcformer_rk2]=ode_transformer_lm_pcformer
+  [residual_dlcl]=ode_transformer_lm_euler
 )
-declare -A CONFIG_MODEL_ARGS=([residual_2x]="--decoder-layers 4" [iiet]="--decoder-ode-method iie3")
-ALL_CONFIGS="residual rk2_learned rk4 pcformer residual_2x iiet nonauto"
+# PCformer as its paper runs language models: a second-order predictor (Heun, EMA weights) and the
+# multistep corrector; residual with DLCL: a learned weighted mix of the embedding and every earlier
+# layer's output as each layer's input (DenseFormer's depth-weighted average), about 1x compute.
+declare -A CONFIG_MODEL_ARGS=([residual_2x]="--decoder-layers 4" [iiet]="--decoder-ode-method iie3"
+  [pcformer_rk2]="--decoder-ode-method heun" [residual_dlcl]="--decoder-layer-history learnable_dense")
+ALL_CONFIGS="residual rk2_learned residual_2x pcformer_rk2 residual_dlcl rk4 pcformer iiet nonauto"
 
 parse_options "$@" <<'EOF'
 --work-dir=DIR        WORK_DIR       -          $REPO_ROOT/work-dirs/lm-study
---configs=LIST        CONFIGS        -          $ALL_CONFIGS  # in quotes, of residual rk2_learned rk4 pcformer residual_2x iiet
-                                                # nonauto (the study's priority order)
+--configs=LIST        CONFIGS        -          $ALL_CONFIGS  # in quotes, of residual rk2_learned residual_2x pcformer_rk2
+                                                # residual_dlcl rk4 pcformer iiet nonauto (the study's priority order)
 --tuned=LIST          TUNED          -          residual rk2_learned  # configurations whose lr is tuned on seed 1
 --tune-lrs=LIST       TUNE_LRS       numbers    4e-3 8e-3 1.6e-2  # peak learning rates tried (the bible recipe's bracket: docs/results.md)
 --tune-epochs=N       TUNE_EPOCHS    positive   10        # epochs each tried lr trains before the choice (at least
