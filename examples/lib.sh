@@ -269,6 +269,15 @@ run_training() {  # run_training SAVE_DIR COMMAND... — its output also goes to
   touch "$save_dir/train.done"
 }
 
+count_flops() {  # count_flops FILE DATA [fairseq-train options] — the counted FLOPs per token of the first batch
+  local file="$1"  # that this training would see (ode-seq flops), into FILE; nothing is trained
+  shift
+  mkdir -p "$(dirname "$file")"
+  ode-seq flops "$@" --user-dir "$REPO_ROOT/user_dir" > "$file.tmp" 2> "$file.log" \
+    || die "counting the FLOPs failed; see $file.log"
+  publish "$file.tmp" "$file"
+}
+
 # The pipelines on the bundled Bible corpus score a run so: average SAVE_DIR's newest (up to 5) update
 # checkpoints (or take its last when it saved fewer than 2), translate the test set of prepare_bible.sh's
 # WORK_DIR (data-bin, raw/test.es) and score it into SAVE_DIR/eval-test.

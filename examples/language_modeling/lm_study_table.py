@@ -10,11 +10,16 @@ first epochs are logged in its tuning.log.
     lm_study_table.py ... --speed-dir DIR --configs A B ... --seeds 1 2 3 --jobs J
         the speed check's table: every configuration's training tokens/s (DIR/CONFIG/train.log, a
         short training of each), minutes per epoch, and the run-hours of the whole study
-    lm_study_table.py ... --chosen-dir DIR --configs A B ... [--figure PNG]
+    lm_study_table.py ... --chosen-dir DIR --configs A B ... --flops-dir DIR [--figure PNG] [--compute-figure PNG]
         the tuning table, the study table (DIR/CONFIG links to the chosen lr's seeds) with each
         seed's difference from the residual model and its paired-bootstrap p-value over test
         verses (perplexity recomputed on 1,000 resamples of the verses, ode_seq.metrics.paired_bootstrap),
-        and the mean validation curves; the figure draws every run's validation curve
+        each configuration's compute (FLOPS_DIR/CONFIG.txt: `ode-seq flops` of its first batch) and
+        the mean validation curves; the figure draws every run's validation curve, the compute
+        figure every run against its training FLOPs, with the Pareto front
+
+Training FLOPs to the scored checkpoint = training FLOPs per token × the training tokens seen up to
+the best epoch (each epoch's updates × its mean tokens per update, from train.log).
 
 Perplexities are e^(−Σ log-likelihood / Σ tokens) (fairseq's 2^loss in bits).
 """
@@ -31,6 +36,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ode_seq.analysis.flops import FlopCount, pareto_front
 from ode_seq.metrics.paired_bootstrap import DEFAULT_SAMPLES, compare, draw_counts, resample_indices
 from ode_seq.solvers import get_tableau
 
@@ -49,6 +55,7 @@ DESCRIPTION = {
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 VALID = re.compile(r"\| epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \|")
 TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \| .*?\| wps ([\d.]+) \| .*?\| train_wall ([\d.]+) \|")
+EPOCH_TOKENS = re.compile(r"\| train \| epoch (\d+) \| .*?\| wpb ([\d.]+) \| .*?\| num_updates (\d+) \|")
 TRAIN_INNER = re.compile(r"epoch \d+:\s+\d+ / (\d+) .*?wps=([\d.]+), ups=[\d.]+, wpb=([\d.]+)")
 DONE = re.compile(r"done training in [\d.]+ seconds")
 EARLY_STOP = re.compile(r"early stop since valid performance hasn't improved for last (\d+) runs")
@@ -62,6 +69,7 @@ class Run:
     parameters: int
     evaluations: int  # layer evaluations per token of the stack
     valid_bits: List[float]  # validation loss (bits per token) after each epoch
+    tokens_seen: List[float]  # training tokens seen by the end of each epoch
     stopped_by: str  # "patience" or "epoch cap"
     tokens_per_second: float
     minutes: float  # in training updates, summed over the epochs (a resumed run's included)
@@ -71,6 +79,20 @@ class Run:
     @property
     def best_valid_perplexity(self) -> float:
         return 2 ** min(self.valid_bits)
+
+    @property
+    def best_epoch(self) -> int:
+        return 1 + self.valid_bits.index(min(self.valid_bits))
+
+
+def tokens_seen(log: str) -> List[float]:
+    """Training tokens seen by the end of each epoch: Σ over epochs of updates × mean tokens per update."""
+    seen, total, updates = [], 0.0, 0
+    for wpb, num_updates in by_epoch(EPOCH_TOKENS.findall(log)):
+        total += float(wpb) * (int(num_updates) - updates)
+        updates = int(num_updates)
+        seen.append(total)
+    return seen
 
 
 def _option(log: str, name: str, default: str) -> str:
@@ -113,6 +135,7 @@ def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
         parameters=int(params.group(1).replace(",", "")),
         evaluations=layer_evaluations(log),
         valid_bits=valid,
+        tokens_seen=tokens_seen(log),
         stopped_by=stopped_by,
         tokens_per_second=statistics.mean(float(wps) for wps, _ in epochs) if epochs else float("nan"),
         minutes=sum(float(wall) for _, wall in epochs) / 60,
@@ -243,13 +266,36 @@ def tuning_table(args: argparse.Namespace) -> List[str]:
     return lines
 
 
-def study_table(args: argparse.Namespace, by_config: Dict[str, List[Run]]) -> List[str]:
+def read_flops(flops_dir: Path, configs: Sequence[str]) -> Dict[str, FlopCount]:
+    """Each configuration's FLOP count (FLOPS_DIR/CONFIG.txt, written by `train.sh --count-flops`)."""
+    counts = {}
+    for config in configs:
+        path = flops_dir / f"{config}.txt"
+        if not path.is_file():
+            raise ValueError(f"{path} is missing: rerun study.sh, which counts each configuration's FLOPs")
+        counts[config] = FlopCount.parse(path.read_text(encoding="utf-8"), str(path))
+    return counts
+
+
+def training_flops(run: Run, count: FlopCount) -> List[float]:
+    """The training FLOPs spent by the end of each epoch of ``run``."""
+    return [tokens * count.training_per_token for tokens in run.tokens_seen]
+
+
+def scored_flops(run: Run, count: FlopCount) -> float:
+    """The training FLOPs spent up to the scored (best) checkpoint."""
+    return training_flops(run, count)[run.best_epoch - 1]
+
+
+def study_table(args: argparse.Namespace, by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount]) -> List[str]:
     base = {run.seed: run for run in by_config.get(BASELINE, [])}
     lines = [
-        "| configuration | parameters | layer evaluations per token | seeds | test perplexity, mean ± sd | per seed "
+        "| configuration | parameters | layer evaluations per token | training FLOPs per token "
+        "| inference FLOPs per token | seeds | test perplexity, mean ± sd | per seed "
         "| Δ against residual per seed (paired bootstrap p over verses) | best validation perplexity, mean ± sd "
-        "| epochs per seed (stopped by) | tokens/s (training, mean) | minutes in training updates per run (mean) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| epochs per seed (stopped by) | training FLOPs to the scored checkpoint, mean "
+        "| tokens/s (training, mean) | minutes in training updates per run (mean) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for config, runs in by_config.items():
         scored = [run for run in runs if run.test_perplexity is not None]
@@ -261,13 +307,16 @@ def study_table(args: argparse.Namespace, by_config: Dict[str, List[Run]]) -> Li
             if config != BASELINE and baseline is not None and baseline.test_perplexity is not None:
                 p = paired_p_value(run.verses, baseline.verses)
                 differences.append(f"{run.test_perplexity - baseline.test_perplexity:+.2f} (p = {p:.3f})")
+        count = flops[config]
         lines.append(
-            f"| {DESCRIPTION[config]} | {scored[0].parameters:,} | {scored[0].evaluations} | {len(scored)} "
+            f"| {DESCRIPTION[config]} | {scored[0].parameters:,} | {scored[0].evaluations} "
+            f"| {count.training_per_token / 1e6:.2f} M | {count.inference_per_token / 1e6:.2f} M | {len(scored)} "
             f"| {mean_sd([r.test_perplexity for r in scored])} "
             f"| {', '.join(f'{r.test_perplexity:.2f}' for r in scored)} "
             f"| {'(baseline)' if config == BASELINE else ', '.join(differences)} "
             f"| {mean_sd([r.best_valid_perplexity for r in scored])} "
             f"| {', '.join(f'{len(r.valid_bits)} ({r.stopped_by})' for r in scored)} "
+            f"| {statistics.mean(scored_flops(r, count) for r in scored):.2e} "
             f"| {statistics.mean(r.tokens_per_second for r in scored):,.0f} "
             f"| {statistics.mean(r.minutes for r in scored):.1f} |"
         )
@@ -322,6 +371,91 @@ def draw(by_config: Dict[str, List[Run]], path: Path) -> None:
     plt.close(fig)
 
 
+def scored_points(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount]) -> List[tuple]:
+    """(training FLOPs to the scored checkpoint, test perplexity, configuration, seed) of every scored run."""
+    return [
+        (scored_flops(run, flops[config]), run.test_perplexity, config, run.seed)
+        for config, runs in by_config.items()
+        for run in runs
+        if run.test_perplexity is not None
+    ]
+
+
+def front_lines(points: List[tuple]) -> List[str]:
+    """The runs on the Pareto front of test perplexity against training FLOPs, cheapest first."""
+    front = pareto_front([(flops, ppl) for flops, ppl, _, _ in points])
+    return [
+        "The Pareto front of test perplexity against training FLOPs to the scored checkpoint (no other run "
+        "is both cheaper and better), cheapest first: "
+        + "; ".join(
+            f"{DESCRIPTION[points[i][2]]} seed {points[i][3]} ({points[i][0]:.2e}, {points[i][1]:.2f})" for i in front
+        )
+        + "."
+    ]
+
+
+def equal_compute_table(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount]) -> List[str]:
+    """Each run's best validation perplexity within the training FLOPs that the residual run of its seed
+    spent up to its scored checkpoint (epochs ending within that budget)."""
+    budgets = {run.seed: scored_flops(run, flops[BASELINE]) for run in by_config.get(BASELINE, [])}
+    seeds = sorted(budgets)
+    if not seeds:
+        return []
+    lines = [
+        "At the residual model's training compute: each run's best validation perplexity over the epochs "
+        "that ended within the training FLOPs the residual run of its seed spent up to its scored checkpoint "
+        "(— : its first epoch already cost more).",
+        "",
+        "| configuration | " + " | ".join(f"seed {seed} ({budgets[seed]:.2e} FLOPs)" for seed in seeds) + " | mean |",
+        "|---|" + "---|" * (len(seeds) + 1),
+    ]
+    for config, runs in by_config.items():
+        by_seed = {run.seed: run for run in runs}
+        cells, values = [], []
+        for seed in seeds:
+            run = by_seed.get(seed)
+            within = (
+                []
+                if run is None
+                else [
+                    2**bits
+                    for bits, spent in zip(run.valid_bits, training_flops(run, flops[config]))
+                    if spent <= budgets[seed]
+                ]
+            )
+            cells.append(f"{min(within):.2f}" if within else "—")
+            values += [min(within)] if within else []
+        mean = f"{statistics.mean(values):.2f}" if len(values) == len(seeds) else ""
+        lines.append(f"| {DESCRIPTION[config]} | " + " | ".join(cells) + f" | {mean} |")
+    return lines
+
+
+def draw_compute(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount], path: Path) -> None:
+    """Validation perplexity along training FLOPs, and every run's test perplexity at the FLOPs of its
+    scored checkpoint with the Pareto front."""
+    from ode_seq.analysis.plots import plot_score_against_compute
+
+    points = scored_points(by_config, flops)
+    front = pareto_front([(f, ppl) for f, ppl, _, _ in points])
+    plot_score_against_compute(
+        curves={
+            DESCRIPTION[config]: [
+                list(zip(training_flops(run, flops[config]), (2**b for b in run.valid_bits))) for run in runs
+            ]
+            for config, runs in by_config.items()
+        },
+        points={
+            DESCRIPTION[config]: [(f, ppl) for f, ppl, c, _ in points if c == config]
+            for config in by_config
+            if any(c == config for _, _, c, _ in points)
+        },
+        front=[points[i][:2] for i in front],
+        metric="test perplexity",
+        curve_metric="validation perplexity",
+        path=str(path),
+    )
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--grid-dir", type=Path, required=True)
@@ -335,6 +469,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--chosen-dir", type=Path, help="CONFIG links to the chosen lr's seeds")
     parser.add_argument("--configs", nargs="+", default=[])
     parser.add_argument("--figure", type=Path)
+    parser.add_argument(
+        "--flops-dir", type=Path, help="CONFIG.txt holds the configuration's FLOP count (with --chosen-dir)"
+    )
+    parser.add_argument("--compute-figure", type=Path, help="perplexity against training FLOPs (with --chosen-dir)")
     parser.add_argument("--speed-dir", type=Path, help="CONFIG holds the speed check's training log")
     parser.add_argument("--seeds", nargs="+", default=[], help="the study's seeds (with --speed-dir)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (with --speed-dir)")
@@ -346,13 +484,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.best:
             print(best_lr(tuning_losses(args.grid_dir, args.best, args.tune_lrs, args.tune_seed, args.tune_epochs)))
             return 0
-        if args.chosen_dir is None:
-            parser.error("give --best CONFIG, --speed-dir DIR or --chosen-dir DIR")
+        if args.chosen_dir is None or args.flops_dir is None:
+            parser.error("give --best CONFIG, --speed-dir DIR or --chosen-dir DIR with --flops-dir DIR")
         by_config = {config: runs_of(args.chosen_dir / config, args.max_epoch) for config in args.configs}
+        flops = read_flops(args.flops_dir, args.configs)
         lines = [
             *tuning_table(args),
             "",
-            *study_table(args, by_config),
+            *study_table(args, by_config, flops),
+            "",
+            *front_lines(scored_points(by_config, flops)),
+            "",
+            *equal_compute_table(by_config, flops),
             "",
             "Validation perplexity along training (mean over the seeds that reached the epoch):",
             "",
@@ -361,6 +504,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("\n".join(lines))
         if args.figure:
             draw(by_config, args.figure)
+        if args.compute_figure:
+            draw_compute(by_config, flops, args.compute_figure)
         return 0
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -277,8 +277,13 @@ done | run_all
 for config in $CONFIGS; do
   mkdir -p "$WORK_DIR/chosen"
   ln -sfn "../grid/$config/lr${LR[$config]}" "$WORK_DIR/chosen/$config"
+  if run_stage "$WORK_DIR/flops/$config.txt" "the FLOPs per token of $config"; then
+    train_config "$config" "$WORK_DIR/flops/$config" --lr "${LR[$config]}" --seed "$TUNE_SEED" \
+      --count-flops "$WORK_DIR/flops/$config.txt"
+  fi
 done
-"${TABLE[@]}" --chosen-dir "$WORK_DIR/chosen" --configs $CONFIGS --figure "$WORK_DIR/curves.png" \
-  > "$WORK_DIR/results.md.tmp" || { rm -f "$WORK_DIR/results.md.tmp"; die "could not summarise the runs"; }
+"${TABLE[@]}" --chosen-dir "$WORK_DIR/chosen" --configs $CONFIGS --flops-dir "$WORK_DIR/flops" \
+  --figure "$WORK_DIR/curves.png" --compute-figure "$WORK_DIR/compute.png" > "$WORK_DIR/results.md.tmp" \
+  || { rm -f "$WORK_DIR/results.md.tmp"; die "could not summarise the runs"; }
 publish "$WORK_DIR/results.md.tmp" "$WORK_DIR/results.md"
 cat "$WORK_DIR/results.md"

@@ -45,6 +45,8 @@ parse_options "$@" <<'EOF'
 --seed=N              SEED          whole     1         #
 --adaptive=CUTOFFS    ADAPTIVE                          # adaptive input and softmax, tied, with these cutoffs, e.g. 2000,5000 (see above)
 --no-fp16             NO_FP16                           # train in fp32 on GPUs too (the CPU always does)
+--count-flops=FILE    COUNT_FLOPS                       # instead of training: the counted FLOPs per token of the run's first
+                                                        # batch (ode-seq flops: training, forward and backward; inference) into FILE
 --=OPTIONS            EXTRA[]                           # extra fairseq-train options
 EOF
 case "$RECIPE" in
@@ -88,9 +90,6 @@ if [[ -n "$ADAPTIVE" || "$ARCH" == *_wiki103 || " ${EXTRA[*]} " == *" --adaptive
   OUTPUT_LAYER+=(--criterion adaptive_loss --ddp-backend legacy_ddp)
 fi
 GPUS="${GPUS:-$(default_gpus)}"
-lock_dir "$SAVE_DIR"
-run_stage "$SAVE_DIR/train.done" "training $ARCH" || exit 0
-
 if [[ "$SCHEDULE" == linear ]]; then
   SCHEDULER=(--lr-scheduler polynomial_decay --total-num-update "$MAX_UPDATE" --end-learning-rate 0)
 else
@@ -103,6 +102,12 @@ RECIPE_OPTIONS=(--arch "$ARCH" "${MODEL[@]}" --decoder-normalize-before --share-
   --update-freq "$UPDATE_FREQ" --optimizer adam --adam-betas '(0.9, 0.98)' --weight-decay 0.01 --clip-norm 0.0
   --lr "$LR" --warmup-updates "$WARMUP" "${SCHEDULER[@]}" --dropout "$DROPOUT" --seed "$SEED" "${OUTPUT_LAYER[@]}"
   $(train_device_options "$GPUS" "$FP16"))
+if [[ -n "$COUNT_FLOPS" ]]; then
+  count_flops "$COUNT_FLOPS" "$DATA_BIN" --task language_modeling "${RECIPE_OPTIONS[@]}" "${EXTRA[@]}"
+  exit 0
+fi
+lock_dir "$SAVE_DIR"
+run_stage "$SAVE_DIR/train.done" "training $ARCH" || exit 0
 DATA_ID="$(data_bin_id "$DATA_BIN" train)"
 check_run_config "$SAVE_DIR" "data-bin=$DATA_ID ${RECIPE_OPTIONS[*]} extra=${EXTRA[*]}"
 

@@ -301,3 +301,33 @@ def spectra_points(layers: Sequence[Mapping[str, object]]) -> List[Dict[str, obj
                 entry[product] = np.concatenate(value) if isinstance(value, list) else value
         flat.append(entry)
     return flat
+
+
+def plot_score_against_compute(
+    curves: Mapping[str, Sequence[Sequence[Sequence[float]]]],
+    points: Mapping[str, Sequence[Sequence[float]]],
+    front: Sequence[Sequence[float]],
+    metric: str,
+    curve_metric: str,
+    path: str,
+) -> None:
+    """Left: every run's validation curve against its training FLOPs (``curves``: configuration →
+    runs → (FLOPs, value) pairs). Right: each run's test score at its scored checkpoint against the
+    training FLOPs spent to reach it (``points``: configuration → (FLOPs, score) pairs), with the
+    Pareto front (``front``, by increasing FLOPs) drawn through the runs no other run beats on both."""
+    fig, (along, scored) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for index, config in enumerate(points):
+        for i, run in enumerate(curves.get(config, [])):
+            flops, values = zip(*run)
+            along.plot(flops, values, color=STAGE_COLORS[index % 10], label=config if i == 0 else None)
+        flops, scores = zip(*points[config])
+        scored.plot(flops, scores, "o", color=STAGE_COLORS[index % 10], label=config)
+    scored.plot(*zip(*front), "--", color="black", drawstyle="steps-post", label="Pareto front")
+    along.set(xscale="log", yscale="log", xlabel="training FLOPs", ylabel=curve_metric, title="Along training")
+    for set_formatter in (along.yaxis.set_major_formatter, along.yaxis.set_minor_formatter):
+        set_formatter(matplotlib.ticker.ScalarFormatter())  # 30, 40, 60 rather than 3×10¹
+    scored.set(xscale="log", xlabel="training FLOPs to the scored checkpoint", ylabel=metric, title="Every run")
+    along.legend(fontsize=7)
+    scored.legend(fontsize=7)
+    fig.tight_layout()
+    _save(fig, path)

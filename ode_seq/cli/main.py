@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "rouge": "ROUGE-1/2/L/Lsum with bootstrap confidence intervals",
     "m2": "MaxMatch (M2) precision, recall and F0.5",
     "errant": "ERRANT span-based correction F0.5, per error type",
+    "flops": "counted training and inference FLOPs per token of a fairseq-train command line",
 }
 
 
@@ -42,6 +43,8 @@ def tool(subcommand: str) -> ModuleType:
             from ode_seq.metrics import m2 as module
         case "errant":
             from ode_seq.metrics import errant_score as module
+        case "flops":
+            from ode_seq.cli import flops as module
         case _:
             raise ValueError(f"unknown subcommand {subcommand!r}; choose one of: {', '.join(SUBCOMMANDS)}")
     return module
