@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ode_seq.analysis.flops import FlopCount, pareto_front
+from ode_seq.analysis.flops import FlopCount, pareto_front, read_flop_counts, training_tokens
 from ode_seq.metrics.paired_bootstrap import DEFAULT_SAMPLES, compare, draw_counts, resample_indices
 from ode_seq.solvers import get_tableau
 
@@ -55,7 +55,6 @@ DESCRIPTION = {
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 VALID = re.compile(r"\| epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \|")
 TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \| .*?\| wps ([\d.]+) \| .*?\| train_wall ([\d.]+) \|")
-EPOCH_TOKENS = re.compile(r"\| train \| epoch (\d+) \| .*?\| wpb ([\d.]+) \| .*?\| num_updates (\d+) \|")
 TRAIN_INNER = re.compile(r"epoch \d+:\s+\d+ / (\d+) .*?wps=([\d.]+), ups=[\d.]+, wpb=([\d.]+)")
 DONE = re.compile(r"done training in [\d.]+ seconds")
 EARLY_STOP = re.compile(r"early stop since valid performance hasn't improved for last (\d+) runs")
@@ -83,16 +82,6 @@ class Run:
     @property
     def best_epoch(self) -> int:
         return 1 + self.valid_bits.index(min(self.valid_bits))
-
-
-def tokens_seen(log: str) -> List[float]:
-    """Training tokens seen by the end of each epoch: Σ over epochs of updates × mean tokens per update."""
-    seen, total, updates = [], 0.0, 0
-    for wpb, num_updates in by_epoch(EPOCH_TOKENS.findall(log)):
-        total += float(wpb) * (int(num_updates) - updates)
-        updates = int(num_updates)
-        seen.append(total)
-    return seen
 
 
 def _option(log: str, name: str, default: str) -> str:
@@ -135,7 +124,7 @@ def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
         parameters=int(params.group(1).replace(",", "")),
         evaluations=layer_evaluations(log),
         valid_bits=valid,
-        tokens_seen=tokens_seen(log),
+        tokens_seen=training_tokens(log),
         stopped_by=stopped_by,
         tokens_per_second=statistics.mean(float(wps) for wps, _ in epochs) if epochs else float("nan"),
         minutes=sum(float(wall) for _, wall in epochs) / 60,
@@ -264,17 +253,6 @@ def tuning_table(args: argparse.Namespace) -> List[str]:
         if chosen in (args.tune_lrs[0], args.tune_lrs[-1]) and len(args.tune_lrs) > 1:
             lines.append(f"| {DESCRIPTION[config]}: the choice {chosen} is at the edge of the grid | | |")
     return lines
-
-
-def read_flops(flops_dir: Path, configs: Sequence[str]) -> Dict[str, FlopCount]:
-    """Each configuration's FLOP count (FLOPS_DIR/CONFIG.txt, written by `train.sh --count-flops`)."""
-    counts = {}
-    for config in configs:
-        path = flops_dir / f"{config}.txt"
-        if not path.is_file():
-            raise ValueError(f"{path} is missing: rerun study.sh, which counts each configuration's FLOPs")
-        counts[config] = FlopCount.parse(path.read_text(encoding="utf-8"), str(path))
-    return counts
 
 
 def training_flops(run: Run, count: FlopCount) -> List[float]:
@@ -487,7 +465,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.chosen_dir is None or args.flops_dir is None:
             parser.error("give --best CONFIG, --speed-dir DIR or --chosen-dir DIR with --flops-dir DIR")
         by_config = {config: runs_of(args.chosen_dir / config, args.max_epoch) for config in args.configs}
-        flops = read_flops(args.flops_dir, args.configs)
+        flops = read_flop_counts(args.flops_dir, args.configs, "study.sh")
         lines = [
             *tuning_table(args),
             "",

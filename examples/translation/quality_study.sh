@@ -2,9 +2,11 @@
 # Quality study on the bundled English→Spanish Bible corpus: residual 6-6, RK2 with learned
 # coefficients 6-6, RK4 6-6 (ODE blocks in the encoder, as in the paper), a residual 24-6 model
 # with the same layer evaluations as RK4 6-6, and the successors PCformer 6-6 (RK4 predictor with
-# EMA weights, multistep corrector) and IIET 6-6 (3 iterations), each trained with several seeds, then averaged,
-# decoded (beam 4) and scored; docs-ready table of mean ± standard deviation, with each seed's
-# paired-bootstrap p-value against the residual 6-6 model of the same seed.
+# EMA weights, multistep corrector) and IIET 6-6 (3 iterations), and residual 6-6 trained to PCformer
+# 6-6's training FLOPs (more updates, by the ratio of their counted FLOPs per token), each trained
+# with several seeds, then averaged, decoded (beam 4) and scored; docs-ready table of mean ± standard
+# deviation with each configuration's FLOPs, each seed's paired-bootstrap p-value against the
+# residual 6-6 model of the same seed (and the compute-matched residual model against PCformer's).
 # By default every configuration gets one recipe (--lr, --warmup). With --tune, each configuration's
 # peak learning rate and warmup are first tuned on the validation set (final validation NLL of the
 # first seed, training only): the peak lr over --tune-lrs at --warmup, then the warmup over
@@ -32,18 +34,22 @@ declare -A CONFIG_ARCH=(
   [residual_24_6]=ode_transformer_euler_small
   [pcformer_6_6]=pcformer_small
   [iiet_6_6]=ode_transformer_rk4_small
+  [residual_6_6_pcformer_compute]=ode_transformer_euler_small
 )
 declare -A CONFIG_ENCODER_LAYERS=([residual_6_6]=6 [rk2_learned_6_6]=6 [rk4_6_6]=6 [residual_24_6]=24
-  [pcformer_6_6]=6 [iiet_6_6]=6)
+  [pcformer_6_6]=6 [iiet_6_6]=6 [residual_6_6_pcformer_compute]=6)
 declare -A CONFIG_MODEL_ARGS=([iiet_6_6]="--encoder-ode-method iie3")  # beyond the architecture's own
+# Trained longer, to the training FLOPs of another configuration's --max-update updates (the ratio of
+# their counted FLOPs per token, `ode-seq flops`, rounded to whole --save-interval-updates).
+declare -A CONFIG_COMPUTE_OF=([residual_6_6_pcformer_compute]=pcformer_6_6)
 # Most expensive configuration first: the short runs fill the gaps at the end of each phase.
-CONFIG_ORDER="pcformer_6_6 residual_24_6 rk4_6_6 iiet_6_6 rk2_learned_6_6 residual_6_6"
+CONFIG_ORDER="residual_6_6_pcformer_compute pcformer_6_6 residual_24_6 rk4_6_6 iiet_6_6 rk2_learned_6_6 residual_6_6"
 
 parse_options "$@" <<'EOF'
 --work-dir=DIR        WORK_DIR       -          $REPO_ROOT/work-dirs/quality-study
 --configs=LIST        CONFIGS        -          residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6  # in quotes, of
                                                 # residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6 pcformer_6_6
-                                                # iiet_6_6 (default: the first four)
+                                                # iiet_6_6 residual_6_6_pcformer_compute (default: the first four)
 --seeds=LIST          SEEDS          positives  1 2 3     # in quotes: "1 2 3"
 --max-update=N        MAX_UPDATE     positive   800       # updates per run
 --max-tokens=N        MAX_TOKENS     positive   2048      # tokens per batch
@@ -89,8 +95,35 @@ use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 lock_dir "$WORK_DIR"
 
-recipe() {  # recipe LR WARMUP — the settings line a run directory records
-  echo "max_update=$MAX_UPDATE max_tokens=$MAX_TOKENS lr=$1 warmup=$2 embed_dim=$EMBED_DIM"
+recipe() {  # recipe LR WARMUP [UPDATES] — the settings line a run directory records
+  echo "max_update=${3:-$MAX_UPDATE} max_tokens=$MAX_TOKENS lr=$1 warmup=$2 embed_dim=$EMBED_DIM"
+}
+
+model_options() {  # model_options CONFIG — train_bible.sh's options of the configuration's model
+  echo "--arch ${CONFIG_ARCH[$1]} -- --encoder-layers ${CONFIG_ENCODER_LAYERS[$1]} --decoder-layers 6 \
+--encoder-embed-dim $EMBED_DIM --decoder-embed-dim $EMBED_DIM --encoder-ffn-embed-dim $((4 * EMBED_DIM)) \
+--decoder-ffn-embed-dim $((4 * EMBED_DIM)) --encoder-attention-heads $((EMBED_DIM / 32)) \
+--decoder-attention-heads $((EMBED_DIM / 32)) ${CONFIG_MODEL_ARGS[$1]:-}"
+}
+
+flops_file() {  # flops_file CONFIG — its counted FLOPs per token (count_config_flops)
+  echo "$WORK_DIR/flops/$1.txt"
+}
+
+count_config_flops() {  # count_config_flops CONFIG — `ode-seq flops` of its first batch, once
+  run_stage "$(flops_file "$1")" "the FLOPs per token of $1" || return 0
+  # shellcheck disable=SC2046  # the model's options are words
+  "$HERE/train_bible.sh" --data-bin "$WORK_DIR/data-bin" --max-update "$MAX_UPDATE" --minutes 0 \
+    --max-tokens "$MAX_TOKENS" --gpus "$GPUS" --count-flops "$(flops_file "$1")" $(model_options "$1")
+}
+
+config_updates() {  # config_updates CONFIG — its updates: --max-update, or those that spend the training FLOPs
+  local of="${CONFIG_COMPUTE_OF[$1]:-}"  # of CONFIG_COMPUTE_OF's --max-update updates
+  [[ -n "$of" ]] || { echo "$MAX_UPDATE"; return; }
+  python -c "import sys; from pathlib import Path; from ode_seq.analysis.flops import FlopCount
+mine, theirs = (FlopCount.parse(Path(p).read_text(), p).training_per_token for p in sys.argv[1:3])
+interval = int(sys.argv[4]); print(interval * round(int(sys.argv[3]) * theirs / mine / interval))" \
+    "$(flops_file "$1")" "$(flops_file "$of")" "$MAX_UPDATE" "$SAVE_INTERVAL"
 }
 
 setting_dir() {  # setting_dir CONFIG LR WARMUP — the directory of one setting's seeds
@@ -103,24 +136,23 @@ data_id() {  # the digest of the data a run's scores depend on: dictionaries, tr
 
 run_one() {  # run_one CONFIG SEED LR WARMUP STAGES — train; with STAGES=all (or --record-dir) also average the newest
   local config="$1" seed="$2" lr="$3" warmup="$4" stages="$5"  # 5 checkpoints, decode, score
-  local save_dir record=""
+  local save_dir record="" updates
   save_dir="$(setting_dir "$config" "$lr" "$warmup")/seed$seed"
+  updates="$(config_updates "$config")" || die "no FLOP count of $config: rerun the study"
   [[ -z "$RECORD_DIR" ]] || record="$RECORD_DIR/grid/$config/lr$lr-warmup$warmup/seed$seed"
-  if [[ -n "$record" ]] && restore_run "$record" "$save_dir" run-config.txt "$(recipe "$lr" "$warmup")" "$(data_id)"; then
+  if [[ -n "$record" ]] && restore_run "$record" "$save_dir" run-config.txt "$(recipe "$lr" "$warmup" "$updates")" \
+    "$(data_id)"; then
     touch "$save_dir/train.done"  # only a finished run has a record; the tuning table reads this mark
     log "reused the record of $config seed $seed (lr $lr, warmup $warmup): $record"
     return
   fi
-  check_run_config "$save_dir" "$(recipe "$lr" "$warmup")"
+  check_run_config "$save_dir" "$(recipe "$lr" "$warmup" "$updates")"
+  # shellcheck disable=SC2046  # the model's options are words
   "$HERE/train_bible.sh" --data-bin "$WORK_DIR/data-bin" \
-    --save-dir "$save_dir" --arch "${CONFIG_ARCH[$config]}" --minutes 0 --max-update "$MAX_UPDATE" \
+    --save-dir "$save_dir" --minutes 0 --max-update "$updates" \
     --max-tokens "$MAX_TOKENS" --lr "$lr" --warmup "$warmup" --seed "$seed" \
-    --save-interval-updates "$SAVE_INTERVAL" --gpus "$GPUS" \
-    -- --encoder-layers "${CONFIG_ENCODER_LAYERS[$config]}" --decoder-layers 6 \
-    --encoder-embed-dim "$EMBED_DIM" --decoder-embed-dim "$EMBED_DIM" \
-    --encoder-ffn-embed-dim "$((4 * EMBED_DIM))" --decoder-ffn-embed-dim "$((4 * EMBED_DIM))" \
-    --encoder-attention-heads "$((EMBED_DIM / 32))" --decoder-attention-heads "$((EMBED_DIM / 32))" \
-    ${CONFIG_MODEL_ARGS[$config]:-} > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
+    --save-interval-updates "$SAVE_INTERVAL" --gpus "$GPUS" $(model_options "$config") \
+    > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
   if [[ "$stages" == all || -n "$record" ]]; then
     bible_test_scores "$WORK_DIR" "$save_dir" "$GPUS" -- --max-len-a 1.5 --max-len-b 10
   fi
@@ -164,6 +196,9 @@ ordered_configs() {  # ordered_configs [tuned] — the configurations of --confi
 }
 
 "$HERE/prepare_bible.sh" --work-dir "$WORK_DIR" "${PREPARE_ARGS[@]}"
+for config in $CONFIGS; do
+  for counted in "$config" ${CONFIG_COMPUTE_OF[$config]:-}; do count_config_flops "$counted"; done
+done
 declare -A BEST_LR=() BEST_WARMUP=()
 if [[ "$TUNE" == 1 ]]; then
   TUNE_SEED="${SEEDS%% *}"
@@ -224,6 +259,7 @@ done | run_all
 for config in $CONFIGS; do link_view "$VIEW" "$config" "${BEST_LR[$config]}" "${BEST_WARMUP[$config]}"; done
 
 python "$HERE/study_table.py" --runs-dir "$WORK_DIR/$VIEW" --configs $CONFIGS --recipe "$RECIPE" \
+  --flops-dir "$WORK_DIR/flops" --compute-figure "${OUTPUT%.md}-compute.png" \
   --ref "$WORK_DIR/raw/test.es" --lang es > "$OUTPUT.tmp" || { rm -f "$OUTPUT.tmp"; die "could not summarise the runs"; }
 publish "$OUTPUT.tmp" "$OUTPUT"
 cat "$OUTPUT"

@@ -14,7 +14,9 @@ source tokens), so per-token numbers compare models on the same data.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import torch
@@ -58,6 +60,17 @@ class FlopCount:
             ) from None
 
 
+def read_flop_counts(directory: Path, configs: Sequence[str], study: str) -> Dict[str, FlopCount]:
+    """Each configuration's count, DIRECTORY/CONFIG.txt (``study`` counts them: its name goes in the error)."""
+    counts = {}
+    for config in configs:
+        path = directory / f"{config}.txt"
+        if not path.is_file():
+            raise ValueError(f"{path} is missing: rerun {study}, which counts each configuration's FLOPs")
+        counts[config] = FlopCount.parse(path.read_text(encoding="utf-8"), str(path))
+    return counts
+
+
 def counted_flops(work: Callable[[], Any]) -> int:
     """The FLOPs torch's counter sees while ``work()`` runs."""
     counter = FlopCounterMode(display=False)
@@ -83,6 +96,23 @@ def count_flops(
             model.get_normalized_probs(model(**net_input), log_probs=True)
 
     return FlopCount(tokens=tokens, training=training, inference=counted_flops(infer))
+
+
+EPOCH_SUMMARY = re.compile(r"\| train \| epoch (\d+) \| .*?\| wpb ([\d.]+) \| .*?\| num_updates (\d+) \|")
+
+
+def training_tokens(log: str) -> List[float]:
+    """The training tokens seen by the end of each epoch of a fairseq-train log: Σ over epochs of
+    that epoch's updates × its mean tokens per update (wpb). An epoch logged twice (a resumed run
+    trained it again) counts once, as its last summary says."""
+    summaries = {int(epoch): (float(wpb), int(updates)) for epoch, wpb, updates in EPOCH_SUMMARY.findall(log)}
+    seen, total, before = [], 0.0, 0
+    for epoch in sorted(summaries):
+        wpb, updates = summaries[epoch]
+        total += wpb * (updates - before)
+        before = updates
+        seen.append(total)
+    return seen
 
 
 def pareto_front(points: Sequence[Tuple[float, float]]) -> List[int]:

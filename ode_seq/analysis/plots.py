@@ -326,6 +326,8 @@ def plot_score_against_compute(
     along.set(xscale="log", yscale="log", xlabel="training FLOPs", ylabel=curve_metric, title="Along training")
     for set_formatter in (along.yaxis.set_major_formatter, along.yaxis.set_minor_formatter):
         set_formatter(matplotlib.ticker.ScalarFormatter())  # 30, 40, 60 rather than 3×10¹
+    for axes in (along, scored):  # within a decade the minor labels of a log axis overlap
+        axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     scored.set(xscale="log", xlabel="training FLOPs to the scored checkpoint", ylabel=metric, title="Every run")
     along.legend(fontsize=7)
     scored.legend(fontsize=7)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ode_seq.analysis.flops import FlopCount
 from ode_seq.metrics.bleu import paired_test
 from tests.e2e.corpus import BIBLE_SLICE
 from tests.e2e.test_translation_pipeline import run_script
@@ -137,7 +138,7 @@ def fake_run(
     (run_dir / "train.log").write_text(
         f"Namespace(encoder_layers=6, encoder_ode_method='{method}', seed={seed})\n"
         "num. shared model params: 1,234 (num. trained: 1,234)\n"
-        "| train | epoch 002 | loss 5.0 | num_updates 800 | lr 0.001\n"
+        "| train | epoch 002 | loss 5.0 | wpb 1000.0 | bsz 4 | num_updates 800 | lr 0.001\n"
         f"| valid on 'valid' subset | loss 6.0 | nll_loss {bleu / 2} | ppl 2.0 | num_updates 800\n"
         "done training in 600.0 seconds\n"
     )
@@ -147,18 +148,26 @@ def fake_run(
     )
 
 
+# FLOPs of a batch of 1,000 target tokens: training 3.00 M and inference 1.00 M per token (RK4),
+# 1.50 M and 0.50 M (residual).
+FLOPS = {"rk4_6_6": FlopCount(1000, 3 * 10**9, 10**9), "residual_6_6": FlopCount(1000, 15 * 10**8, 5 * 10**8)}
+
+
 def test_table_arithmetic_on_known_scores(tmp_path):
     table = load_study_table().table
     for seed, bleu in ((1, 10.0), (2, 12.0), (3, 17.0)):
         fake_run(tmp_path, "rk4_6_6", seed, bleu)
     (tmp_path / "rk4_6_6" / "seed4").mkdir()
-    text = table(tmp_path, ["rk4_6_6", "residual_6_6"], "recipe", REFERENCES)
+    text = table(tmp_path, ["rk4_6_6", "residual_6_6"], "recipe", REFERENCES, FLOPS)
     rows, curves = tables(text)
     assert rows["RK4 6-6"] == [
         "1,234",
         "24",
+        "3.00 M",
+        "1.00 M",
         "3",
         "800",
+        "2.40e+12",  # 800 updates × 1,000 tokens × 3.00 M
         "13.00 ± 3.61",
         "",
         "10.00 (seed 1), 12.00 (seed 2), 17.00 (seed 3)",
@@ -166,19 +175,25 @@ def test_table_arithmetic_on_known_scores(tmp_path):
         "6.500 ± 1.803",
         "10.0",
     ]
-    assert rows["residual (Euler) 6-6"][4] == "no finished runs"
+    assert rows["residual (Euler) 6-6"][:4] == ["", "", "1.50 M", "0.50 M"]
+    assert rows["residual (Euler) 6-6"][7] == "no finished runs"
     assert curves == {"RK4 6-6": ["6.500"]}
+    assert "cheapest first: RK4 6-6 seed 3 (2.40e+12, 17.00)." in text
 
     # Seed 1: the same translations as RK4 (p = 1); seed 3: worse ones (p from the paired test).
     for seed, bleu, drop_every in ((1, 9.0, 4), (3, 16.0, 2)):
         fake_run(tmp_path, "residual_6_6", seed, bleu, method="euler", hypotheses=translations(drop_every))
-    rows, differences, curves = tables(table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe", REFERENCES))
+    text = table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe", REFERENCES, FLOPS)
+    rows, differences, curves = tables(text)
     report, _ = paired_test(
         translations(4), translations(2), REFERENCES, "es", hypotheses_tokenised=True, tokenizers=("13a",)
     )
-    assert rows["RK4 6-6"][5] == f"1.000 (seed 1), {report.comparisons[0].p_value:.3f} (seed 3)"
+    assert rows["RK4 6-6"][8] == f"1.000 (seed 1), {report.comparisons[0].p_value:.3f} (seed 3)"
     assert report.comparisons[0].p_value < 0.05
-    assert rows["residual (Euler) 6-6"][5] == "(baseline)"
+    assert rows["residual (Euler) 6-6"][8] == "(baseline)"
+    assert rows["residual (Euler) 6-6"][6] == "1.20e+12"
+    # residual seed 3 (16.00) is the best of the cheaper runs; RK4 seed 3 (17.00) beats it at twice the FLOPs
+    assert "cheapest first: residual (Euler) 6-6 seed 3 (1.20e+12, 16.00); RK4 6-6 seed 3 (2.40e+12, 17.00)." in text
     assert differences == {"RK4 6-6": ["1.00 ± 0.00", "+1.00, +1.00"]}
     assert curves == {"residual (Euler) 6-6": ["6.250"], "RK4 6-6": ["6.500"]}
 
@@ -187,7 +202,7 @@ def test_table_refuses_a_run_whose_translation_skipped_a_sentence(tmp_path):
     fake_run(tmp_path, "residual_6_6", 1, 9.0, method="euler")
     fake_run(tmp_path, "rk4_6_6", 1, 9.0, hypotheses=translations(4)[:-1])
     with pytest.raises(ValueError, match="no H- line for 1 of 10 sentences, ids 9"):
-        load_study_table().table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe", REFERENCES)
+        load_study_table().table(tmp_path, ["residual_6_6", "rk4_6_6"], "recipe", REFERENCES, FLOPS)
 
 
 def test_a_fresh_work_dir_resumes_from_the_records_without_training(study, tmp_path):
@@ -242,6 +257,8 @@ def test_bad_options_fail_before_any_work(tmp_path, args, message):
 def test_table_script_runs_from_any_directory_without_pythonpath(tmp_path):
     fake_run(tmp_path / "runs", "rk4_6_6", 1, 7.0)
     (tmp_path / "ref.es").write_text("".join(line + "\n" for line in REFERENCES), encoding="utf-8")
+    (tmp_path / "flops").mkdir()
+    (tmp_path / "flops" / "rk4_6_6.txt").write_text(FLOPS["rk4_6_6"].lines(), encoding="utf-8")
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     result = subprocess.run(
         [
@@ -253,6 +270,10 @@ def test_table_script_runs_from_any_directory_without_pythonpath(tmp_path):
             "rk4_6_6",
             "--ref",
             "ref.es",
+            "--flops-dir",
+            "flops",
+            "--compute-figure",
+            "compute.png",
         ],
         capture_output=True,
         text=True,
@@ -260,9 +281,10 @@ def test_table_script_runs_from_any_directory_without_pythonpath(tmp_path):
         env=env,
     )
     assert result.returncode == 0, result.stderr
-    assert "| RK4 6-6 | 1,234 | 24 | 1 | 800 | 7.00 (1 seed) |  |" in result.stdout
+    assert "| RK4 6-6 | 1,234 | 24 | 3.00 M | 1.00 M | 1 | 800 | 2.40e+12 | 7.00 (1 seed) |  |" in result.stdout
+    assert (tmp_path / "compute.png").read_bytes().startswith(b"\x89PNG")
     missing = subprocess.run(
-        [sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "no"), "--ref", "ref.es"],
+        [sys.executable, str(STUDY_TABLE), "--runs-dir", str(tmp_path / "no"), "--ref", "ref.es", "--flops-dir", "f"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
