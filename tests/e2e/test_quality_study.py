@@ -332,3 +332,43 @@ def test_tune_picks_a_setting_beside_a_given_one_and_a_fresh_work_dir_resumes_fr
     assert not list(fresh.rglob("*.pt"))
     assert (fresh / "tuning.md").read_text() == tuning
     assert (fresh / "results-tuned.md").read_text() == (work / "results-tuned.md").read_text()
+
+
+def test_the_compute_matched_residual_model_trains_the_updates_that_spend_pcformers_training_flops(tmp_path):
+    """residual_6_6_pcformer_compute: --max-update × (PCformer's training FLOPs per token / its own),
+    rounded to whole --save-interval-updates; train_bible.sh is a stub that records its options."""
+    root = tmp_path / "repo"
+    (root / "examples" / "translation").mkdir(parents=True)
+    examples = STUDY_TABLE.parents[1]
+    shutil.copy(examples / "lib.sh", root / "examples" / "lib.sh")
+    shutil.copy(examples / "translation" / "quality_study.sh", root / "examples" / "translation")
+    (root / "scripts").mkdir()
+    shutil.copy(examples.parent / "scripts" / "supervise.sh", root / "scripts")
+    stub = root / "examples" / "translation" / "train_bible.sh"
+    stub.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/train_bible.args\nexit 1\n')
+    stub.chmod(0o755)
+    (root / ".venv").symlink_to(Path(sys.prefix))
+    work = tmp_path / "study"
+    (work / "flops").mkdir(parents=True)
+    for config, count in (
+        ("pcformer_6_6", FlopCount(1000, 5743 * 10**7, 10**9)),  # 2.457× the residual model's, as measured
+        ("residual_6_6_pcformer_compute", FlopCount(1000, 2337 * 10**7, 10**9)),
+    ):
+        (work / "flops" / f"{config}.txt").write_text(count.lines(), encoding="utf-8")
+    result = subprocess.run(
+        [str(root / "examples" / "translation" / "quality_study.sh"), "--work-dir", str(work), "--gpus", "0"]
+        + ["--run", "residual_6_6_pcformer_compute 1 4e-3 300 train"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "ODE_SEQ_VENV"},
+    )
+    assert result.returncode == 1, result.stderr  # the stub fails after recording
+    options = (tmp_path / "train_bible.args").read_text().split()
+    assert options[options.index("--max-update") + 1] == "1950"  # 800 × 2.457 = 1966 → 39 × 50
+    assert options[options.index("--arch") + 1] == "ode_transformer_euler_small"
+    assert (
+        "max_update=1950 "
+        in (
+            work / "grid" / "residual_6_6_pcformer_compute" / "lr4e-3-warmup300" / "seed1" / "run-config.txt"
+        ).read_text()
+    )
