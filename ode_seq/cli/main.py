@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "average": "average the parameters of several checkpoints",
     "analyze": "trajectories, spectra, Lyapunov exponents of a model: a report",
     "export": "a model as a plain fairseq checkpoint, a CTranslate2 model or a Hugging Face folder",
+    "as-residual": "an ODE model's layers as the residual model of the same layers, to fine-tune",
     "bleu": "tokenised (compound-split) BLEU and sacreBLEU",
     "rouge": "ROUGE-1/2/L/Lsum with bootstrap confidence intervals",
     "m2": "MaxMatch (M2) precision, recall and F0.5",
@@ -35,6 +36,8 @@ def tool(subcommand: str) -> ModuleType:
             from ode_seq.cli import analyze as module
         case "export":
             from ode_seq.cli import export as module
+        case "as-residual":
+            from ode_seq.cli import as_residual as module
         case "bleu":
             from ode_seq.metrics import bleu as module
         case "rouge":
