@@ -38,9 +38,10 @@ def residual_state(
     state: Dict[str, Any], build: Callable[[argparse.Namespace], nn.Module]
 ) -> Tuple[Dict[str, Any], List[str]]:
     """The checkpoint ``state`` as the residual model of its layers (``build`` makes a model from
-    model options), and the parameters dropped; the optimizer state is left out (``fairseq-train
-    --finetune-from-model`` starts from the weights alone), the training state kept. ValueError when the residual model needs a parameter
-    that ``state`` lacks or holds in another shape (a model that is not made of the same layers)."""
+    model options), and the parameters dropped. The optimizer state is left out (``fairseq-train
+    --finetune-from-model`` starts from the weights alone), the training state kept. ValueError
+    when the residual model needs a parameter that ``state`` lacks or holds in another shape (a
+    model that is not made of the same layers)."""
     options = residual_options(state["cfg"]["model"])
     model = build(options)
     wanted, held = model.state_dict(), state["model"]
