@@ -308,16 +308,21 @@ run_stage() {  # run_stage TARGET NAME — true (logs "run") when TARGET is miss
 
 # A stage that fails says what it leaves behind, also when the tool that failed cannot (a full
 # disk ends most tools with a traceback): the outputs of the finished stages are intact, its own
-# partial output (a .tmp) is never used, and how much room there was to write.
+# partial output (a .tmp) is never used, and, when the disk may be the cause, how much room there
+# was to write: the free space of a file system short of it (under LOW_DISK_MIB), the file size
+# limit where one is set. A disk with more room did not stop the stage (a tool that failed for want
+# of space and removed its partial output names the space itself: ode-seq's tools, fairseq-train
+# with the plugin), so its free space is not named: it would send the user to the wrong place.
 STAGE_TARGET=""  # the output of the stage running now, and its name (set by run_stage)
 STAGE_NAME=""
+LOW_DISK_MIB=64
 
 stage_failed() {  # stage_failed STATUS — from die and the ERR trap: report the stage that did not finish
   [[ -n "$STAGE_TARGET" && ! -e "$STAGE_TARGET" && "$BASH_SUBSHELL" -eq 0 ]] || return 0
   local dir="$STAGE_TARGET" free room=""
   while [[ ! -d "$dir" && "$dir" == */* ]]; do dir="${dir%/*}"; done
   free="$(df -Pk -- "${dir:-.}" 2>/dev/null | awk 'NR == 2 { print $4 }')" || free=""
-  [[ -z "$free" ]] || room=" The file system of $dir has $((free / 1024)) MiB free."
+  [[ -z "$free" || "$free" -ge $((LOW_DISK_MIB * 1024)) ]] || room=" The file system of $dir has $((free / 1024)) MiB free."
   [[ "$(ulimit -f)" == unlimited ]] || room+=" Files may not grow beyond $(ulimit -f) KiB here (ulimit -f)."
   echo "$SCRIPT_NAME: error: $STAGE_NAME did not finish (exit $1), so $STAGE_TARGET was not written.$room \
 The outputs of the finished stages are intact and a partial output is never used: once the cause is \

@@ -4,18 +4,24 @@ and delete a temporary file where the output will go, so a read-only disk or a m
 permission is found too; they create nothing.
 
 Outputs are written under a temporary name and renamed when complete. A write that fails for want
-of space (a full disk, or the file size limit) leaves nothing half-written and says what it needs."""
+of space (a full disk, or the file size limit) leaves nothing half-written and says what it needs.
+A directory an output is staged in is held by its process (a lock file the kernel releases however
+the process ends), so that a later run removes one whose process was killed and no other."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import resource
 import shutil
+import signal
+import socket
 import sys
 import tempfile
+import time
 from typing import Any, Callable, Iterator, Optional
 
 
@@ -143,3 +149,85 @@ def write_json_report(path: str, payload: Any, error_prefix: str, ensure_ascii: 
         print(f"{error_prefix}: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def take_lock(path: str, wait: bool = False) -> Optional[int]:
+    """A descriptor of ``path`` (created if missing) holding an exclusive ``flock``, with this
+    process's id and host written in it, or None when another process holds it (with ``wait``:
+    waits for it). The kernel releases the lock when the process ends, however it ends (SIGKILL, a
+    crash), so a stopped run never blocks the next one."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(descriptor)
+        return None
+    os.ftruncate(descriptor, 0)
+    os.pwrite(descriptor, f"{os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+    return descriptor
+
+
+def lock_holder(path: str) -> str:
+    """What the lock file ``path`` says of the process that holds it."""
+    with open(path, "rb") as lock:
+        return lock.read(256).decode("utf-8", "replace").strip() or "of unknown id"
+
+
+WORK_LOCK = ".lock"
+# A work directory without a record of its process is left alone this long: its process may be
+# about to take its lock (a directory of an earlier version of ode-seq never gets one).
+UNLOCKED_GRACE_SECONDS = 60.0
+
+
+def abandoned(directory: str) -> bool:
+    """Whether work directory ``directory`` was left by a process that has ended: nobody holds its
+    lock, and the lock records that process (or the directory is older than the grace period)."""
+    young = time.time() - os.stat(directory).st_mtime < UNLOCKED_GRACE_SECONDS
+    try:
+        descriptor = os.open(os.path.join(directory, WORK_LOCK), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return not young
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        return bool(os.pread(descriptor, 1, 0)) or not young
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def work_directory(parent: str, prefix: str) -> Iterator[str]:
+    """A new directory ``parent/PREFIXxxxx`` to stage an output in, held by this process and removed
+    when the block ends (also on SIGTERM inside :func:`stopping_cleanly`); the ones with ``prefix``
+    that processes killed before they could remove theirs (SIGKILL) are removed first."""
+    for name in os.listdir(parent):
+        path = os.path.join(parent, name)
+        if name.startswith(prefix) and os.path.isdir(path) and abandoned(path):
+            shutil.rmtree(path, ignore_errors=True)
+    work = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    descriptor = take_lock(os.path.join(work, WORK_LOCK), wait=True)
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        os.close(descriptor)
+
+
+SIGTERM_STATUS = 128 + signal.SIGTERM  # the shell's exit status of a process ended by SIGTERM
+
+
+@contextlib.contextmanager
+def stopping_cleanly() -> Iterator[None]:
+    """Inside: SIGTERM raises SystemExit(143), so that ``finally`` blocks remove what they staged
+    (Python's default ends the process at once). Main thread only; the handler before is restored."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(SIGTERM_STATUS)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

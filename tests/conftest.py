@@ -13,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+import fairseq_cli.eval_lm  # noqa: E402,F401  (as fairseq-eval-lm has it before the plugin patches it)
 from fairseq.models import FairseqDecoder, FairseqEncoderDecoderModel  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Dict, Iterable, List, Optional
 from unittest import mock
 
+import fairseq_cli.eval_lm  # noqa: F401  (fix eval_lm_inputs patches it where fairseq-eval-lm runs)
 import fairseq_cli.interactive  # noqa: F401  (fix interactive_input patches it where fairseq-interactive runs)
 import fairseq_cli.train  # noqa: F401  (fix patience_across_resume patches it where fairseq-train runs)
 import numpy as np
@@ -336,6 +337,33 @@ def resumed_batches(work: Path) -> None:
     assert resumed_third == third, "a run resumed at epoch 3 trains on other batches than the run it continues"
 
 
+def eval_lm_inputs(work: Path) -> None:
+    from fairseq import options
+    from fairseq.data import Dictionary
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
+    from fairseq_cli import eval_lm
+
+    argv = [str(work), "--path", str(work / "lm.pt"), "--tokens-per-sample", "8", "--context-window", "8"]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_eval_lm_parser(), argv))
+    expect_error(ValueError, "--context-window 8 must be smaller than --tokens-per-sample 8", eval_lm.main, cfg)
+    task = LanguageModelingTask(LanguageModelingConfig(tokens_per_sample=16), Dictionary())
+    blocks = SimpleNamespace(sizes=np.array([16, 16, 3]))
+    expect_error(ValueError, "the model has 8 positions", task.eval_lm_dataloader, blocks, max_positions=8)
+
+
+def indexed_data_sizes(work: Path) -> None:
+    from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetBuilder
+
+    builder = MMapIndexedDatasetBuilder(str(work / "test.bin"), dtype=np.int32)
+    for sentence in ([4, 5, 2], [6, 7, 8, 2]):
+        builder.add_item(torch.tensor(sentence))
+    builder.finalize(str(work / "test.idx"))
+    with open(work / "test.bin", "r+b") as data:
+        data.truncate(12)
+    expect_error(ValueError, "test.bin is cut short: it has 12 bytes", MMapIndexedDataset, str(work / "test"))
+
+
 PROBES: Dict[str, Callable[[Path], None]] = {
     probe.__name__: probe
     for probe in (
@@ -358,6 +386,8 @@ PROBES: Dict[str, Callable[[Path], None]] = {
         resumed_data,
         patience_across_resume,
         resumed_batches,
+        eval_lm_inputs,
+        indexed_data_sizes,
     )
 }
 

@@ -21,6 +21,7 @@ import os
 import sys
 from typing import Dict, List, Optional, Tuple
 
+from fairseq.data import data_utils
 from torch import Tensor
 
 from ode_seq.analysis.checkpoint import (
@@ -37,12 +38,14 @@ from ode_seq.analysis.checkpoint import (
 from ode_seq.analysis.report import AnalysisInputs, write_report
 from ode_seq.analysis.solver_counts import read_step_scores
 from ode_seq.analysis.token_sensitivity import greedy_target
+from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.cli.plugin_dir import plugin_directory
 from ode_seq.model_inputs import is_language_model, model_stacks
 from ode_seq.models.criteria.trajectory_loss import CONTROL_TIME_MODES
 from ode_seq.models.teacher import check_teacher_fits, load_teacher
 from ode_seq.models.trajectory_errors import trajectory_errors
 from ode_seq.output_files import check_output_directory
+from ode_seq.training_data.record import read_record
 
 
 def parse_args(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.analyze") -> argparse.Namespace:
@@ -56,6 +59,11 @@ def parse_args(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.
         "--user-dir", default=plugin_directory(), help="fairseq plugin directory to import first (default: %(default)s)"
     )
     parser.add_argument("--subset", default="valid", help="data split to analyse (default: valid)")
+    parser.add_argument(
+        "--source-lang",
+        help="a translation model's source language in --data (default: the checkpoint's, else inferred from --data)",
+    )
+    parser.add_argument("--target-lang", help="its target language (with --source-lang)")
     parser.add_argument("--max-sentences", type=int, default=32, help="sentences in the trajectory batch (default: 32)")
     parser.add_argument(
         "--sentence",
@@ -110,6 +118,8 @@ def parse_args(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.
         )
     if args.target is not None and args.sentence is None:
         parser.error("--target needs --sentence (the default sentence uses its reference)")
+    if (args.source_lang is None) != (args.target_lang is None):
+        parser.error("--source-lang and --target-lang go together: give both or neither")
     return args
 
 
@@ -142,9 +152,33 @@ def sentence_inputs(args: argparse.Namespace, model, task) -> Tuple[Tensor, Opti
     return source, target, info
 
 
+def language_pair_overrides(args: argparse.Namespace) -> Dict[str, str]:
+    """The task's languages: --source-lang/--target-lang; without them nothing, unless the checkpoint
+    is a translation model trained without a pair and --data names none either (fairseq fails with
+    "Could not infer language pair"): ValueError naming the options, and the pair it recorded."""
+    if args.source_lang is not None:
+        return {"source_lang": args.source_lang, "target_lang": args.target_lang}
+    if not os.path.isfile(args.path) or not os.path.isdir(args.data):
+        return {}  # load_model names what is missing
+    state = load_checkpoint(args.path)
+    task = (state.get("cfg") or {}).get("task") or {}
+    if "source_lang" not in task or task["source_lang"] or all(data_utils.infer_language_pair(args.data)):
+        return {}
+    recorded = read_record(state.get("task_state")).language_pair
+    pair = f"--source-lang {recorded[0]} --target-lang {recorded[1]}" if recorded else "--source-lang and --target-lang"
+    language_model_data = os.path.isfile(os.path.join(args.data, "dict.txt"))
+    data_note = "; its dict.txt is a language model's data" if language_model_data else ""
+    raise ValueError(
+        f"--data {args.data} names no language pair (no train.SRC-TGT.* files{data_note}), and {args.path} "
+        f"is a translation model (--task {task.get('_name')}) trained without --source-lang/--target-lang: "
+        f"pass {pair} with the data directory it was trained on (holding its dict.SRC.txt and dict.TGT.txt)"
+    )
+
+
 def load_inputs(args: argparse.Namespace):
     """(model, task, validation batch, teacher errors), the options checked against the model."""
-    model, task = load_model(args.path, args.data, args.user_dir, args.model_overrides)
+    overrides = {**language_pair_overrides(args), **args.model_overrides}
+    model, task = load_model(args.path, args.data, args.user_dir, overrides)
     if is_language_model(model):
         check_language_model_options(args)
     width = min(getattr(model, stack).embed_tokens.embedding_dim for stack in model_stacks(model))

@@ -28,9 +28,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import shutil
 import sys
-import tempfile
 from typing import Any, Dict, List, Optional
 
 from fairseq import checkpoint_utils
@@ -45,11 +43,19 @@ from ode_seq.models import (
     NonAutonomousODETransformerModel,
     ODETransformerLanguageModel,
 )
-from ode_seq.output_files import check_output_directory, check_output_file, explaining_full_disk, same_file
+from ode_seq.output_files import (
+    check_output_directory,
+    check_output_file,
+    explaining_full_disk,
+    same_file,
+    stopping_cleanly,
+    work_directory,
+)
 from ode_seq.training_data.record import DataMismatchError
 from ode_seq.training_data.subword_models import check_subword_model, sentencepiece_file
 
 TARGETS = ("fairseq", "ctranslate2", "hf")
+WORK_PREFIX = ".export-"  # the work directories beside --output
 
 
 def parse_args(argv: Optional[List[str]], prog: str = "python -m ode_seq.cli.export") -> argparse.Namespace:
@@ -165,11 +171,11 @@ def text_processing(args: argparse.Namespace, task) -> TextProcessing:
 
 
 def write_directory(args: argparse.Namespace, model, options, task) -> PlainTransformer:
-    """Write the --to ctranslate2 / hf directory under a temporary name, renamed when complete."""
+    """Write the --to ctranslate2 / hf directory in a work directory beside it (held by this process,
+    removed when it ends, or by the next export if it was killed), renamed when complete."""
     parent = os.path.dirname(os.path.abspath(args.output))
     os.makedirs(parent, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".export-", dir=parent)
-    try:
+    with work_directory(parent, WORK_PREFIX) as work:
         staged = os.path.join(work, "out")
         dictionaries = (task.source_dictionary, task.target_dictionary, args.spm, staged, text_processing(args, task))
         if args.to == "hf" and isinstance(model, ODETransformerLanguageModel):
@@ -188,9 +194,20 @@ def write_directory(args: argparse.Namespace, model, options, task) -> PlainTran
         if os.path.isdir(args.output):
             os.rmdir(args.output)
         os.replace(staged, args.output)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return plain
+
+
+def export(args: argparse.Namespace) -> PlainTransformer:
+    """Load the model and write it as ``args`` say; returns the weights exported, in fairseq's names."""
+    model, options, task = load_model(args)
+    if args.spm is not None:
+        check_subword_model(sentencepiece_file(f"--spm {args.spm}", args.spm), task)
+    if args.to == "fairseq":
+        plain = plain_transformer(model, options)
+        save_checkpoint(fairseq_state(args, plain), args.output)
+        return plain
+    with explaining_full_disk(args.output, lambda: serialized_size(model.state_dict())):
+        return write_directory(args, model, options, task)
 
 
 def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.export") -> int:
@@ -202,15 +219,8 @@ def main(argv: Optional[List[str]] = None, prog: str = "python -m ode_seq.cli.ex
         print(f"export: error: {error}", file=sys.stderr)
         return 2
     try:
-        model, options, task = load_model(args)
-        if args.spm is not None:
-            check_subword_model(sentencepiece_file(f"--spm {args.spm}", args.spm), task)
-        if args.to == "fairseq":
-            plain = plain_transformer(model, options)
-            save_checkpoint(fairseq_state(args, plain), args.output)
-        else:
-            with explaining_full_disk(args.output, lambda: serialized_size(model.state_dict())):
-                plain = write_directory(args, model, options, task)
+        with stopping_cleanly():  # a SIGTERM leaves no temporary file or work directory behind
+            plain = export(args)
     except DataMismatchError as error:  # --data or --spm is not what the model was trained with
         print(f"export: error: {error}", file=sys.stderr)
         return 2

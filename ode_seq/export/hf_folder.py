@@ -20,13 +20,16 @@ TOKENIZERS = ("moses",)
 @dataclass(frozen=True)
 class TextProcessing:
     """fairseq-interactive's ``--tokenizer`` (None or ``moses``, with its ``--source-lang`` and
-    ``--target-lang``: fairseq's defaults are en) and, for a language model, the token its prompts
-    start from (</s> = 2, or <s> = 0 with ``--add-bos-token``)."""
+    ``--target-lang``: fairseq's defaults are en); for a language model, the token its prompts
+    start from (</s> = 2, or <s> = 0 with ``--add-bos-token``); ``max_positions``: the most tokens
+    fairseq-interactive accepts in one input (a source with its </s>: the model's source positions;
+    a prompt with its start token: a language model's positions), None for no limit."""
 
     tokenizer: Optional[str] = None
     source_lang: str = "en"
     target_lang: str = "en"
     prompt_start: int = 2
+    max_positions: Optional[int] = None
 
 
 def save_folder(model, generation_config, dictionary, spm: Optional[str], text: TextProcessing, output: str) -> None:

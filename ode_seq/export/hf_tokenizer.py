@@ -9,8 +9,9 @@ escapes: fairseq's defaults) if set, then SentencePiece pieces (or the whitespac
 looked up in fairseq's dictionary (<s> 0, <pad> 1, </s> 2, <unk> 3, then dict.txt in order). A
 translation source gets </s> appended, batches right-padded with an attention mask; a language
 model prompt starts with the settings' ``prompt_start`` token (fairseq's LMs: </s>), batches
-left-padded. Decoding: the symbols but <s>, <pad>, </s>, joined by spaces; SentencePiece's
-"▁" made the spaces; Moses detokenisation of the target language if set.
+left-padded. An input longer than the settings' ``max_positions`` (with its </s> or start token)
+is refused, as fairseq-interactive refuses it. Decoding: the symbols but <s>, <pad>, </s>, joined
+by spaces; SentencePiece's "▁" made the spaces; Moses detokenisation of the target language if set.
 
 With the folder on the module path (``PYTHONPATH=FOLDER python …``):
 
@@ -61,6 +62,7 @@ class FairseqTokenizer:
             with open(settings_path, encoding="utf-8") as f:
                 settings = json.load(f)
         self.prompt_start = settings.get("prompt_start", self.eos)
+        self.max_positions = settings.get("max_positions")
         self.moses = None
         if settings.get("tokenizer") == "moses":
             from sacremoses import MosesDetokenizer, MosesTokenizer
@@ -80,9 +82,21 @@ class FairseqTokenizer:
         pieces = self.spm.encode(text, out_type=str) if self.spm is not None else text.split()
         return [self.index.get(p, self.unk) for p in pieces]
 
+    def fitting(self, ids: List[int], text: str, special: str) -> List[int]:
+        """``ids`` of ``text`` (with the ``special`` token); ValueError when the model cannot read
+        that many tokens."""
+        if self.max_positions is not None and len(ids) > self.max_positions:
+            shown = f"{text[:40]!r}{'...' if len(text) > 40 else ''}"
+            raise ValueError(
+                f"{shown} takes {len(ids)} tokens with its {special}, but the model has {self.max_positions} "
+                f"positions (fairseq-interactive refuses it too): shorten it to at most "
+                f"{self.max_positions - 1} tokens"
+            )
+        return ids
+
     def encode(self, text: str) -> List[int]:
         """A translation source: its tokens and </s>."""
-        return self.tokens(text) + [self.eos]
+        return self.fitting(self.tokens(text) + [self.eos], text, "</s>")
 
     def batch(self, encoded: Sequence[List[int]], left: bool = False) -> Dict[str, torch.Tensor]:
         """``input_ids`` and ``attention_mask`` of id lists, padded on the right (or the left)."""
@@ -101,7 +115,8 @@ class FairseqTokenizer:
 
     def prompts(self, texts: Sequence[str]) -> Dict[str, torch.Tensor]:
         """A batch of language-model prompts (the start token, then the prompt's tokens), left-padded."""
-        return self.batch([[self.prompt_start] + self.tokens(t) for t in texts], left=True)
+        start = [self.prompt_start]
+        return self.batch([self.fitting(start + self.tokens(t), t, "start token") for t in texts], left=True)
 
     def decode_one(self, ids: Sequence[int]) -> str:
         text = " ".join(self.symbols[i] for i in ids if i not in (self.bos, self.pad, self.eos))

@@ -14,11 +14,13 @@ by (tokens including </s>)^lenpen, and stop a sentence at beam finished hypothes
 (``early_stopping=True``); fairseq's ``pad = -inf`` and ``min_len 1`` on log-probabilities are
 ``suppress_tokens=[pad]`` and ``min_new_tokens=1``, which also act after the log-softmax. One
 difference by design: at the length cap fairseq forces </s>, transformers keeps the hypothesis
-as it is (``max_new_tokens`` = fairseq's ``--max-len-b`` + 1 for the </s>).
+as it is (``max_new_tokens`` = fairseq's ``--max-len-b`` + 1 for the </s>, capped, as fairseq
+caps it, by the model's target positions).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Dict
 
 from torch import Tensor
@@ -132,8 +134,10 @@ def build(plain: PlainTransformer, same_dictionary: bool = True):
     return load_weights(M2M100ForConditionalGeneration(M2M100Config(**m2m100_options(plain))), plain)
 
 
-def generation_config(beam: int = 4, lenpen: float = 0.6, max_len_b: int = 200):
-    """fairseq-generate's ``--beam --lenpen --max-len-b`` (with --max-len-a 0, --min-len 1)."""
+def generation_config(target_positions: int, beam: int = 4, lenpen: float = 0.6, max_len_b: int = 200):
+    """fairseq-generate's ``--beam --lenpen --max-len-b`` (with --max-len-a 0, --min-len 1) for a
+    model of ``target_positions`` target positions: fairseq generates at most ``target_positions``
+    − 1 tokens before its </s>, so the decoder never reads more than its positions."""
     from transformers import GenerationConfig
 
     return GenerationConfig(
@@ -141,7 +145,7 @@ def generation_config(beam: int = 4, lenpen: float = 0.6, max_len_b: int = 200):
         length_penalty=lenpen,
         early_stopping=True,
         min_new_tokens=1,
-        max_new_tokens=max_len_b + 1,
+        max_new_tokens=min(max_len_b, target_positions - 1) + 1,
         suppress_tokens=[1],
         bos_token_id=0,
         pad_token_id=1,
@@ -150,7 +154,16 @@ def generation_config(beam: int = 4, lenpen: float = 0.6, max_len_b: int = 200):
     )
 
 
+def save_translation_folder(model, plain: PlainTransformer, tgt_dict, spm: str | None, text, output: str) -> None:
+    """:func:`.hf_folder.save_folder` of the M2M100 ``model`` of ``plain``: its generation stops where
+    fairseq's stops (the target positions), its tokenizer refuses sources longer than the source
+    positions, as fairseq-interactive does."""
+    c = plain.config
+    text = replace(text, max_positions=c["max_source_positions"])
+    save_folder(model, generation_config(c["max_target_positions"]), tgt_dict, spm, text, output)
+
+
 def save(plain: PlainTransformer, src_dict, tgt_dict, spm: str | None, output: str, text=TextProcessing()) -> None:
-    """The M2M100 folder of ``plain`` (:func:`.hf_folder.save_folder`)."""
+    """The M2M100 folder of ``plain``."""
     model = build(plain, same_dictionary=src_dict.symbols == tgt_dict.symbols)
-    save_folder(model, generation_config(), tgt_dict, spm, text, output)
+    save_translation_folder(model, plain, tgt_dict, spm, text, output)

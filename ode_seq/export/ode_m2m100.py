@@ -19,7 +19,7 @@ from ode_seq.models import ODETransformerModel
 from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 
 from . import m2m100
-from .hf_folder import TextProcessing, save_folder
+from .hf_folder import TextProcessing
 from .plain import NotRepresentable, PlainTransformer, stack_layers, stack_sizes, transformer_config
 from .remote_folder import corrector_options, write_code
 
@@ -116,4 +116,4 @@ def save(
     config = config_class(**m2m100.m2m100_options(rk), **options)
     config.auto_map = AUTO_MAP
     hf = m2m100.load_weights(model_class(config), rk)
-    save_folder(hf, m2m100.generation_config(), tgt_dict, spm, text, output)
+    m2m100.save_translation_folder(hf, rk, tgt_dict, spm, text, output)

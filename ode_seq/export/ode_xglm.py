@@ -116,6 +116,8 @@ def save(
     else:
         hf = xglm.build(lm, dictionary)
     add_bos_token = bool(getattr(args, "add_bos_token", False))
-    text = replace(text, prompt_start=dictionary.bos() if add_bos_token else dictionary.eos())
-    save_folder(hf, xglm.generation_config(add_bos_token), dictionary, spm, text, output)
+    positions = lm.config["max_target_positions"]
+    start = dictionary.bos() if add_bos_token else dictionary.eos()
+    text = replace(text, prompt_start=start, max_positions=positions)
+    save_folder(hf, xglm.generation_config(positions, add_bos_token), dictionary, spm, text, output)
     return lm

@@ -21,7 +21,8 @@ inputs and for left-padded prompts in ``generate()``.
 
 Generation: fairseq's language models start from </s> (``<s>`` with ``--add-bos-token``), and
 :func:`generation_config` gives ``generate()`` fairseq-generate's beam search (see
-:mod:`.m2m100`); ``min_length`` 2 is fairseq's ``--min-len 1`` counted with the start token.
+:mod:`.m2m100`); ``min_length`` 2 is fairseq's ``--min-len 1`` counted with the start token, and
+``max_length`` stops where fairseq stops, at the model's positions.
 """
 
 from __future__ import annotations
@@ -142,10 +143,16 @@ def build(plain: PlainTransformer, dictionary):
     return load_weights(XGLMForCausalLM(XGLMConfig(**xglm_options(plain))), plain)
 
 
-def generation_config(add_bos_token: bool = False, beam: int = 5, lenpen: float = 1.0, max_len_b: int = 200):
+def generation_config(
+    positions: int, add_bos_token: bool = False, beam: int = 5, lenpen: float = 1.0, max_len_b: int = 200
+):
     """fairseq-generate's ``--beam --lenpen --max-len-b`` (``--max-len-a 0``, ``--min-len 1``)
-    for a language model: generation starts from </s> (<s> with ``--add-bos-token``), and
-    ``max_length`` counts that start token and the </s> fairseq would end with."""
+    for a language model of ``positions`` positions: generation starts from </s> (<s> with
+    ``--add-bos-token``), and ``max_length`` counts that start token and the </s> fairseq would end
+    with. fairseq generates at most ``positions`` − 1 tokens before that </s> (its generator's
+    ``max_len`` is capped at the model's positions − 1), so the model never reads more than its
+    ``positions``; ``generate()`` refuses a prompt of ``max_length`` tokens or more, as
+    fairseq-interactive refuses a prompt that takes more than ``positions`` with its start token."""
     from transformers import GenerationConfig
 
     return GenerationConfig(
@@ -153,7 +160,7 @@ def generation_config(add_bos_token: bool = False, beam: int = 5, lenpen: float 
         length_penalty=lenpen,
         early_stopping=True,
         min_length=2,
-        max_length=max_len_b + 2,
+        max_length=min(max_len_b, positions - 1) + 2,
         suppress_tokens=[PAD],
         bos_token_id=BOS if add_bos_token else EOS,
         pad_token_id=PAD,

@@ -21,9 +21,11 @@ from .atomic_checkpoint_copy import AtomicCheckpointCopy
 from .bf16_without_tpu import Bf16WithoutTPU
 from .checkpoint_loading import CheckpointLoading
 from .cpu_ddp import CPUDistributedDataParallel
+from .eval_lm_inputs import EvalLMInputs
 from .fix import FairseqFix
 from .fp16_on_cpu import FP16FlatGradsOnCPU
 from .full_disk_save import FullDiskSave
+from .indexed_data import IndexedDataSizes
 from .interactive_input import InteractiveInput
 from .last_batch import KeepLastBatch
 from .model_loading import ModelLoading
@@ -83,6 +85,8 @@ FIXES: Dict[str, FairseqFix] = fix_registry(
         ResumedData(),
         PatienceAcrossResume(),
         ResumedBatches(),
+        EvalLMInputs(),
+        IndexedDataSizes(),
     )
 )
 

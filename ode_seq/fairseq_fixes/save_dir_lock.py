@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import os
-import socket
 from argparse import Namespace
 from typing import Callable, Dict
 
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.distributed import utils as distributed_utils
 from fairseq.trainer import Trainer
+
+from ode_seq.output_files import lock_holder, take_lock
 
 from .fix import FairseqFix
 
@@ -31,27 +31,20 @@ os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
 def lock_save_dir(save_dir: str) -> None:
-    """Hold an exclusive ``flock`` on SAVE_DIR/.fairseq-train.lock for the rest of this process's
-    life; the kernel releases it when the process ends, however it ends (SIGKILL, a crash), so a
-    stopped run never blocks the next one. ValueError naming the save directory and the holder's
-    process id when another process holds it. Taking it again in the same process does nothing."""
+    """Hold the lock of SAVE_DIR/.fairseq-train.lock (:func:`ode_seq.output_files.take_lock`) for
+    the rest of this process's life. ValueError naming the save directory and the holder's process
+    id when another process holds it. Taking it again in the same process does nothing."""
     key = os.path.realpath(save_dir)
     if key in _held:
         return
     path = os.path.join(save_dir, LOCK_FILE)
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(descriptor, 256, 0).decode("utf-8", "replace").strip() or "of unknown id"
-        os.close(descriptor)
+    descriptor = take_lock(path)
+    if descriptor is None:
         raise ValueError(
-            f"--save-dir {save_dir} is in use by another training (process {holder}, which holds "
+            f"--save-dir {save_dir} is in use by another training (process {lock_holder(path)}, which holds "
             f"{path}); two trainings in one save directory overwrite each other's checkpoints. "
             "Wait until it ends or stop it, or give this training another --save-dir (nothing was trained)"
-        ) from None
-    os.ftruncate(descriptor, 0)
-    os.pwrite(descriptor, f"{os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        )
     _held[key] = descriptor
 
 

@@ -107,7 +107,8 @@ def test_nonautonomous_lm_to_hf_is_xglm_at_the_steps_asked_with_the_moses_tokeni
     export = ["--to", "hf", "--path", str(checkpoint), "--decoder-steps", "3", "--tokenizer", "moses"]
     assert main([*export, "--output", str(folder)]) == 0
     settings = json.loads((folder / "fairseq_tokenizer.json").read_text())
-    assert settings == {"tokenizer": "moses", "source_lang": "en", "target_lang": "en", "prompt_start": 2}
+    expected = {"tokenizer": "moses", "source_lang": "en", "target_lang": "en", "prompt_start": 2, "max_positions": 64}
+    assert settings == expected
     hf = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
     assert type(hf).__name__ == "XGLMForCausalLM" and hf.config.num_layers == 3
     (model,), _, _ = checkpoint_utils.load_model_ensemble_and_task(

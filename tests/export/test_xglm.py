@@ -22,7 +22,7 @@ def _xglm(arch, end_early=False, **options):
     if end_early:
         end_sentences_early(model)
     hf = build(plain_transformer(model, args), task.target_dictionary)
-    hf.generation_config = generation_config()
+    hf.generation_config = generation_config(hf.config.max_position_embeddings)
     return model, hf
 
 
