@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from torch import nn
 
-from ode_seq.options import SIDES
+from ode_seq.models.config import SIDES
 
 # What a residual stack of the same layers has: Euler steps, no corrector, no stage weights.
 RESIDUAL_OPTIONS = {"ode_coefficients": "fixed", **{f"{side}_ode_corrector": "none" for side in SIDES}}
