@@ -273,9 +273,9 @@ count_flops() {  # count_flops FILE DATA [fairseq-train options] — the counted
   local file="$1"  # that this training would see (ode-seq flops), into FILE; nothing is trained
   shift
   mkdir -p "$(dirname "$file")"
-  ode-seq flops "$@" --user-dir "$REPO_ROOT/user_dir" > "$file.tmp" 2> "$file.log" \
+  ode-seq flops "$@" --user-dir "$REPO_ROOT/user_dir" > "$file.tmp.$$" 2> "$file.log" \
     || die "counting the FLOPs failed; see $file.log"
-  publish "$file.tmp" "$file"
+  publish "$file.tmp.$$" "$file"  # (two runs that count at once each write a whole file)
 }
 
 # The pipelines on the bundled Bible corpus score a run so: average SAVE_DIR's newest (up to 5) update

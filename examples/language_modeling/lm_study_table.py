@@ -49,9 +49,11 @@ DESCRIPTION = {
     "residual_2x": "residual, 2× layers (the compute of RK2-learned)",
     "pcformer_rk2": "PCformer (Heun predictor, EMA weights, multistep corrector)",
     "residual_dlcl": "residual with DLCL (learned dense layer history)",
+    "rk2_learned_as_residual": "RK2-learned's layers as a residual model, fine-tuned (its FLOPs: the fine-tune's)",
     "iiet": "IIET (3 iterations)",
     "nonauto": "non-autonomous (weights θ(t))",
 }
+TEACHER = {"rk2_learned_as_residual": "rk2_learned"}  # a residual model made of the teacher's layers (study.sh)
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 VALID = re.compile(r"\| epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \|")
 TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \| .*?\| wps ([\d.]+) \| .*?\| train_wall ([\d.]+) \|")
@@ -116,7 +118,7 @@ def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
     if not DONE.search(log) or params is None:
         return None
     valid, epochs = validation_bits(log), by_epoch(TRAIN_EPOCH.findall(log))
-    stopped_by = "patience" if EARLY_STOP.search(log) else "epoch cap" if len(valid) >= max_epoch else "other"
+    stopped_by = "patience" if EARLY_STOP.search(log) else "epoch cap" if len(valid) >= max_epoch else "its budget"
     scores, verses = run_dir / "eval-test" / "scores.txt", run_dir / "eval-test" / "verse-scores.txt"
     test = TEST_PPL.search(scores.read_text(encoding="utf-8")) if scores.is_file() else None
     return Run(
@@ -349,6 +351,29 @@ def draw(by_config: Dict[str, List[Run]], path: Path) -> None:
     plt.close(fig)
 
 
+def against_teachers(by_config: Dict[str, List[Run]]) -> List[str]:
+    """Each residual model made of a teacher's layers against the teacher of its seed."""
+    lines = []
+    for config, teacher in TEACHER.items():
+        teachers = {run.seed: run for run in by_config.get(teacher, []) if run.test_perplexity is not None}
+        pairs = [
+            (run, teachers[run.seed])
+            for run in by_config.get(config, [])
+            if run.test_perplexity is not None and run.seed in teachers
+        ]
+        if pairs:
+            lines.append(
+                f"{DESCRIPTION[config]} against {DESCRIPTION[teacher]} of its seed (paired bootstrap p over verses): "
+                + ", ".join(
+                    f"seed {run.seed} {run.test_perplexity - t.test_perplexity:+.2f} "
+                    f"(p = {paired_p_value(run.verses, t.verses):.3f})"
+                    for run, t in pairs
+                )
+                + "."
+            )
+    return lines
+
+
 def scored_points(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount]) -> List[tuple]:
     """(training FLOPs to the scored checkpoint, test perplexity, configuration, seed) of every scored run."""
     return [
@@ -470,6 +495,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             *tuning_table(args),
             "",
             *study_table(args, by_config, flops),
+            "",
+            *against_teachers(by_config),
             "",
             *front_lines(scored_points(by_config, flops)),
             "",

@@ -41,18 +41,24 @@ declare -A CONFIG_ARCH=(
   [nonauto]=ode_transformer_lm_nonauto
   [pcformer_rk2]=ode_transformer_lm_pcformer
   [residual_dlcl]=ode_transformer_lm_euler
+  [rk2_learned_as_residual]=ode_transformer_lm_euler
 )
 # PCformer as its paper runs language models: a second-order predictor (Heun, EMA weights) and the
 # multistep corrector; residual with DLCL: a learned weighted mix of the embedding and every earlier
 # layer's output as each layer's input (DenseFormer's depth-weighted average), about 1x compute.
 declare -A CONFIG_MODEL_ARGS=([residual_2x]="--decoder-layers 4" [iiet]="--decoder-ode-method iie3"
   [pcformer_rk2]="--decoder-ode-method heun" [residual_dlcl]="--decoder-layer-history learnable_dense")
-ALL_CONFIGS="residual rk2_learned residual_2x pcformer_rk2 residual_dlcl rk4 pcformer iiet nonauto"
+# Train with an ODE block, serve at residual cost: the teacher's best checkpoint (same seed, the lr the
+# run names) as the residual model of its layers (ode-seq as-residual), fine-tuned at --residual-lr for
+# --residual-share of the teacher's training FLOPs.
+declare -A CONFIG_TEACHER=([rk2_learned_as_residual]=rk2_learned)
+ALL_CONFIGS="residual rk2_learned residual_2x pcformer_rk2 residual_dlcl rk4 pcformer iiet nonauto rk2_learned_as_residual"
 
 parse_options "$@" <<'EOF'
 --work-dir=DIR        WORK_DIR       -          $REPO_ROOT/work-dirs/lm-study
 --configs=LIST        CONFIGS        -          $ALL_CONFIGS  # in quotes, of residual rk2_learned residual_2x pcformer_rk2
-                                                # residual_dlcl rk4 pcformer iiet nonauto (the study's priority order)
+                                                # residual_dlcl rk4 pcformer iiet nonauto rk2_learned_as_residual
+                                                # (the study's priority order)
 --tuned=LIST          TUNED          -          residual rk2_learned  # configurations whose lr is tuned on seed 1
 --tune-lrs=LIST       TUNE_LRS       numbers    4e-3 8e-3 1.6e-2  # peak learning rates tried (the bible recipe's bracket: docs/results.md)
 --tune-epochs=N       TUNE_EPOCHS    positive   10        # epochs each tried lr trains before the choice (at least
@@ -62,6 +68,8 @@ parse_options "$@" <<'EOF'
 --patience=N          PATIENCE       positive   5         # validations without a better loss before a run stops
 --adaptive=CUTOFFS    ADAPTIVE       -          2000,5000  # train.sh --adaptive: the words' cutoffs (none: a full softmax)
 --record-dir=DIR      RECORD_DIR                          # keep each finished run's record here and reuse it (see above)
+--residual-lr=LR      RESIDUAL_LR    number     1e-3      # the peak lr of a teacher's residual model's fine-tune
+--residual-share=F    RESIDUAL_SHARE number     0.1       # its training FLOPs, as a share of the teacher's run's
 --jobs=N              JOBS           positive   $(nproc)  # runs at a time, each with OMP_NUM_THREADS intra-op threads, 1 where that is
                                                           # unset (default: nproc)
 --gpus=N              GPUS           gpus                 # 0 = train on the CPU, N > 1 = data-parallel on N GPUs, for every run
@@ -101,6 +109,15 @@ data_id() {  # the digest of the data a run depends on: dictionary, training tex
   content_id "$DATA_BIN/dict.txt" "$DATA_BIN"/train.{bin,idx} "$DATA_BIN"/test.{bin,idx}
 }
 
+run_recipe() {  # run_recipe CONFIG LR SEED — recipe, with the fine-tune's settings for a teacher's residual model
+  if [[ -n "${CONFIG_TEACHER[$1]:-}" ]]; then
+    echo "$(recipe "$2" "$3") teacher=${CONFIG_TEACHER[$1]} residual_lr=$RESIDUAL_LR residual_share=$RESIDUAL_SHARE"
+  else
+    recipe "$2" "$3"
+  fi
+}
+
+FINETUNE=()  # fairseq-train options of a fine-tune (run_one sets them for a teacher's residual model)
 train_config() {  # train_config CONFIG SAVE_DIR [train.sh options] — train.sh with the configuration's model
   local config="$1" save_dir="$2" output_layer=()
   shift 2
@@ -108,7 +125,53 @@ train_config() {  # train_config CONFIG SAVE_DIR [train.sh options] — train.sh
   # shellcheck disable=SC2086  # the configuration's model options are words
   "$HERE/train.sh" --work-dir "$WORK_DIR" --arch "${CONFIG_ARCH[$config]}" --save-dir "$save_dir" --gpus "$GPUS" \
     "${output_layer[@]}" "$@" \
-    -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}"
+    -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}" "${FINETUNE[@]}"
+}
+
+flops_file() {  # flops_file CONFIG — its counted FLOPs per token
+  echo "$WORK_DIR/flops/$1.txt"
+}
+
+count_config_flops() {  # count_config_flops CONFIG LR — `ode-seq flops` of the configuration's first batch, once
+  run_stage "$(flops_file "$1")" "the FLOPs per token of $1" || return 0
+  train_config "$1" "$WORK_DIR/flops/$1" --lr "$2" --seed "${SEEDS%% *}" --count-flops "$(flops_file "$1")"
+}
+
+teacher_dir() {  # teacher_dir CONFIG SEED LR — the finished run of the configuration's teacher (seed SEED, lr LR):
+  local teacher="${CONFIG_TEACHER[$1]}" dir  # the study's own, else a retraining of it (a record keeps no checkpoint)
+  dir="$WORK_DIR/grid/$teacher/lr$3/seed$2"
+  if [[ ! -e "$dir/train.done" || ! -e "$dir/checkpoint_best.pt" ]]; then
+    dir="$WORK_DIR/teachers/$teacher/lr$3/seed$2"
+    mkdir -p "$dir"
+    train_config "$teacher" "$dir" --lr "$3" --seed "$2" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
+      > "$dir/train.stdout" 2>&1 || die "training the teacher $teacher seed $2 failed; see $dir/train.log"
+  fi
+  echo "$dir"
+}
+
+residual_epochs() {  # residual_epochs CONFIG TEACHER_DIR — the fine-tune's epochs: --residual-share of the training
+  python - "$2/train.log" "$(flops_file "${CONFIG_TEACHER[$1]}")" "$(flops_file "$1")" "$RESIDUAL_SHARE" <<'PY'
+import sys
+from pathlib import Path
+from ode_seq.analysis.flops import FlopCount, training_tokens
+log, teacher, student, share = sys.argv[1:]  # FLOPs of the teacher's run, in epochs of the student (at least one)
+tokens = training_tokens(Path(log).read_text(encoding="utf-8"))
+per_token = [FlopCount.parse(Path(p).read_text(encoding="utf-8"), p).training_per_token for p in (teacher, student)]
+print(max(1, int(float(share) * tokens[-1] * per_token[0] / (per_token[1] * tokens[-1] / len(tokens)))))
+PY
+}
+
+from_teacher() {  # from_teacher CONFIG SEED LR SAVE_DIR — the teacher's residual model (SAVE_DIR/residual-init.pt) and
+  local teacher_run epochs  # the fine-tune's options (FINETUNE, and the train.sh options printed)
+  teacher_run="$(teacher_dir "$1" "$2" "$3")"
+  count_config_flops "${CONFIG_TEACHER[$1]}" "$3" >&2
+  count_config_flops "$1" "$RESIDUAL_LR" >&2
+  epochs="$(residual_epochs "$1" "$teacher_run")" || die "could not size the fine-tune of $1 seed $2"
+  if [[ ! -e "$4/residual-init.pt" ]]; then
+    ode-seq as-residual --path "$teacher_run/checkpoint_best.pt" --output "$4/residual-init.pt" >&2 \
+      || die "could not make the residual model of $teacher_run/checkpoint_best.pt"
+  fi
+  echo "--lr $RESIDUAL_LR --max-epoch $epochs"
 }
 
 keep_tuning_log() {  # keep_tuning_log SAVE_DIR — the training log as it is, as SAVE_DIR/tuning.log
@@ -178,16 +241,24 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
   local config="$1" seed="$2" lr="$3" save_dir record=""
   save_dir="$WORK_DIR/grid/$config/lr$lr/seed$seed"
   [[ -z "$RECORD_DIR" ]] || record="$RECORD_DIR/grid/$config/lr$lr/seed$seed"
-  if [[ -n "$record" ]] && restore_run "$record" "$save_dir" recipe.txt "$(recipe "$lr" "$seed")" "$(data_id)"; then
+  if [[ -n "$record" ]] && restore_run "$record" "$save_dir" recipe.txt "$(run_recipe "$config" "$lr" "$seed")" \
+    "$(data_id)"; then
     log "reused the record of $config seed $seed (lr $lr): $record"
     return
   fi
   resume_unfinished "$config" "$seed" "$lr"
   mkdir -p "$save_dir"
+  local budget=(--lr "$lr" --max-epoch "$MAX_EPOCH")
+  if [[ -n "${CONFIG_TEACHER[$config]:-}" ]]; then
+    local options
+    options="$(from_teacher "$config" "$seed" "$lr" "$save_dir")" || exit 1
+    read -r -a budget <<< "$options"
+    FINETUNE=(--finetune-from-model "$save_dir/residual-init.pt")
+  fi
   # A run that patience stopped (in its tuning epochs) is over: resumed, fairseq-train would train
   # another epoch before it looks at the count again.
   if ! grep -qs "$EARLY_STOP" "$save_dir/train.log"; then
-    train_config "$config" "$save_dir" --lr "$lr" --seed "$seed" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
+    train_config "$config" "$save_dir" "${budget[@]}" --seed "$seed" --patience "$PATIENCE" \
       > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
   fi
   "$HERE/evaluate.sh" --work-dir "$WORK_DIR" --checkpoint-dir "$save_dir" --out-dir "$save_dir/eval-test" \
@@ -198,7 +269,7 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
     publish "$save_dir/eval-test/verse-scores.txt.tmp" "$save_dir/eval-test/verse-scores.txt"
   fi
   if [[ -n "$record" ]]; then
-    recipe "$lr" "$seed" > "$save_dir/recipe.txt"
+    run_recipe "$config" "$lr" "$seed" > "$save_dir/recipe.txt"
     data_id > "$save_dir/data-id.txt"
     record_run "$save_dir" "$record" recipe.txt data-id.txt train.log eval-test/scores.txt \
       eval-test/verse-scores.txt
@@ -219,7 +290,8 @@ run_all() {  # lines "CONFIG SEED LR" on standard input, run --jobs at a time, w
   local records=()
   [[ -z "$RECORD_DIR" ]] || records=(--record-dir "$RECORD_DIR")
   xargs -r -P "$JOBS" -d '\n' -I{} "$0" --work-dir "$WORK_DIR" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
-    --tune-epochs "$TUNE_EPOCHS" --adaptive "$ADAPTIVE" --gpus "$GPUS" "${records[@]}" --run {} -- "${TRAIN_EXTRA[@]}" \
+    --tune-epochs "$TUNE_EPOCHS" --adaptive "$ADAPTIVE" --gpus "$GPUS" --seeds "$SEEDS" --residual-lr "$RESIDUAL_LR" \
+    --residual-share "$RESIDUAL_SHARE" "${records[@]}" --run {} -- "${TRAIN_EXTRA[@]}" \
     || die "some runs failed (messages above); rerun to resume"
 }
 
@@ -277,10 +349,7 @@ done | run_all
 for config in $CONFIGS; do
   mkdir -p "$WORK_DIR/chosen"
   ln -sfn "../grid/$config/lr${LR[$config]}" "$WORK_DIR/chosen/$config"
-  if run_stage "$WORK_DIR/flops/$config.txt" "the FLOPs per token of $config"; then
-    train_config "$config" "$WORK_DIR/flops/$config" --lr "${LR[$config]}" --seed "$TUNE_SEED" \
-      --count-flops "$WORK_DIR/flops/$config.txt"
-  fi
+  count_config_flops "$config" "${LR[$config]}"
 done
 "${TABLE[@]}" --chosen-dir "$WORK_DIR/chosen" --configs $CONFIGS --flops-dir "$WORK_DIR/flops" \
   --figure "$WORK_DIR/curves.png" --compute-figure "$WORK_DIR/compute.png" > "$WORK_DIR/results.md.tmp" \

@@ -6,6 +6,7 @@ helpers (verse scores, the paired test)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -58,11 +59,17 @@ def test_the_table_compares_each_seed_with_the_residual_model_and_says_why_runs_
     assert result.stdout.strip() == results.strip()
     (residual,) = [row for row in table_rows(results, "residual (Euler)") if row[1].replace(",", "").isdigit()]
     (rk2,) = [row for row in table_rows(results, "RK2, learned coefficients") if row[1].replace(",", "").isdigit()]
-    assert (residual[2], rk2[2], residual[3], rk2[3]) == ("2", "4", "2", "2")
-    assert residual[6] == "(baseline)" and rk2[6].count("(p = ") == 2
+    assert (residual[2], rk2[2], residual[5], rk2[5]) == ("2", "4", "2", "2")
+    assert residual[8] == "(baseline)" and rk2[8].count("(p = ") == 2
     for row in (residual, rk2):
-        assert all(stop in ("3 (epoch cap)", "1 (patience)", "2 (patience)") for stop in row[8].split(", "))
-    assert (work / "curves.png").read_bytes().startswith(b"\x89PNG")
+        assert all(stop in ("3 (epoch cap)", "1 (patience)", "2 (patience)") for stop in row[10].split(", "))
+    # compute: counted FLOPs per token (training, inference), more for RK2's two evaluations per layer
+    per_token = [[float(row[i].removesuffix(" M")) for i in (3, 4)] for row in (residual, rk2)]
+    assert all(r < k for r, k in zip(*per_token)) and all(t > i for t, i in per_token)
+    assert float(residual[11]) > 0 and "The Pareto front of test perplexity" in results
+    assert "At the residual model's training compute" in results
+    for figure in ("curves.png", "compute.png"):
+        assert (work / figure).read_bytes().startswith(b"\x89PNG")
 
 
 def test_every_run_trains_an_adaptive_input_and_softmax_with_the_adaptive_loss(study):
@@ -226,3 +233,33 @@ def test_the_speed_check_times_each_configuration_and_sizes_the_study_without_ru
 def test_the_speed_table_names_a_configuration_without_a_speed_check(tmp_path):
     with pytest.raises(ValueError, match="has no speed check's training log"):
         lm_study_table.read_speed(tmp_path / "residual")
+
+
+def test_rk2_learneds_layers_as_a_residual_model_fine_tune_for_a_share_of_its_training_flops(study, tmp_path):
+    """rk2_learned_as_residual: each seed's RK2-learned best checkpoint as the residual model of its
+    layers (ode-seq as-residual), fine-tuned for --residual-share of the teacher run's FLOPs, scored
+    and paired with its teacher."""
+    work = tmp_path / "work"
+    shutil.copytree(study[0], work, symlinks=True)
+    result = study_in(work, work / "records", "--configs", "residual rk2_learned rk2_learned_as_residual")
+    assert result.returncode == 0, result.stderr[-4000:]
+    (lr,) = [d.name for d in (work / "grid" / "rk2_learned_as_residual").iterdir()]
+    teacher_flops, student_flops = (
+        lm_study_table.FlopCount.parse((work / "flops" / f"{c}.txt").read_text(), c)
+        for c in ("rk2_learned", "rk2_learned_as_residual")
+    )
+    for seed in (1, 2):
+        run = work / "grid" / "rk2_learned_as_residual" / lr / f"seed{seed}"
+        teacher_log = (work / "grid" / "rk2_learned" / lr / f"seed{seed}" / "train.log").read_text()
+        epochs = len(lm_study_table.validation_bits(teacher_log))
+        expected = max(1, int(0.1 * epochs * teacher_flops.training_per_token / student_flops.training_per_token))
+        log = (run / "train.log").read_text()
+        assert "decoder_ode_method='euler'" in log and "finetune_from_model" in log
+        assert len(lm_study_table.validation_bits(log)) == expected
+        assert (run / "residual-init.pt").is_file() and (run / "eval-test" / "verse-scores.txt").is_file()
+    results = (work / "results.md").read_text()
+    assert re.search(
+        r"fine-tuned \(its FLOPs: the fine-tune's\) against RK2, learned coefficients of its seed "
+        r"\(paired bootstrap p over verses\): seed 1 [+-]\d+\.\d\d \(p = [\d.]+\), seed 2",
+        results,
+    )
