@@ -1,8 +1,13 @@
 """The layout shows the architecture: imports point one way, solvers ← layers ← models ← cli."""
 
 import ast
+import shutil
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
+
+import pytest
 
 from tests.e2e.cli import ROOT
 
@@ -87,3 +92,34 @@ def test_files_the_hugging_face_folder_carries_import_only_torch_and_each_other(
                 for name in names:
                     top = name.split(".")[0]
                     assert top == "torch" or top in sys.stdlib_module_names, (path, name)
+
+
+# Where binaries may be tracked: the checkpoint fixtures of the tests and the bundled corpus.
+BINARIES_ALLOWED_UNDER = ("tests/fixtures/", "examples/translation/data/")
+MAX_TRACKED_BYTES = 1 << 20
+
+
+def is_checkpoint(path: Path) -> bool:
+    """A torch.save file: a zip archive with a pickled ``data.pkl``, or a bare pickle stream."""
+    with path.open("rb") as f:
+        if f.read(1) == b"\x80":
+            return True
+    return zipfile.is_zipfile(path) and any(n.endswith("data.pkl") for n in zipfile.ZipFile(path).namelist())
+
+
+def test_git_tracks_no_checkpoint_and_no_file_over_1_mib_outside_the_fixtures_and_the_corpus():
+    """Every clone downloads what git tracks, forever: study records are text, resumable state stays
+    in work directories."""
+    if shutil.which("git") is None or not (Path(ROOT) / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    offending = []
+    for name in filter(None, tracked.decode().split("\0")):
+        path = Path(ROOT) / name
+        if name.startswith(BINARIES_ALLOWED_UNDER) or not path.is_file():
+            continue
+        if is_checkpoint(path):
+            offending.append(f"{name} (a checkpoint)")
+        elif path.stat().st_size > MAX_TRACKED_BYTES:
+            offending.append(f"{name} ({path.stat().st_size:,} bytes)")
+    assert offending == [], "git tracks binaries: git rm --cached them and keep them in a work directory"
