@@ -501,7 +501,7 @@ def test_a_checkpoint_written_before_the_record_loads_as_before_with_a_note(capl
     path = f"{CHECKPOINTS}/rk4.pt"
     with caplog.at_level(logging.INFO, logger="ode_seq.training_data.record"):
         checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": HERE})
-    assert f"{path} has no record of the dictionaries it was trained with" in caplog.text
+    assert f"{path} has no record of the dictionaries or model options it was trained with" in caplog.text
 
 
 def test_averaging_checkpoints_written_before_the_record_works_with_a_note(tmp_path):
