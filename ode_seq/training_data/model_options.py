@@ -155,7 +155,7 @@ def resume_mismatch(
         path,
         f"was trained with other model options than this run's: {listed(refused, 'in the checkpoint', 'in this run')}. "
         "Its parameters were trained to compute the checkpoint's model, so resuming would train them on as "
-        "another model under the same run and overwrite its checkpoints (nothing was trained or written). "
+        "another model under the same run (nothing was trained or written). "
         f"Resume with the checkpoint's options ({', '.join(setting(name, old) for name, old, _ in refused)}); "
         "to train with the new ones, start a new run in another --save-dir (from these parameters: "
         f"--finetune-from-model {path}){on_purpose}",
@@ -181,20 +181,20 @@ def load_mismatch(
     if not refused:
         return None
     overridden = [name for name, _, _ in refused if name in overrides]
-    cause = (
-        f"--model-overrides sets {', '.join(overridden)}"
-        if overridden
-        else "its saved configuration was changed after training"
-    )
-    restore = ", ".join(f"'{name}': {old!r}" for name, old, _ in refused)
+    restore = '--model-overrides "{' + ", ".join(f"'{name}': {old!r}" for name, old, _ in refused) + '}"'
+    if overridden:
+        cause = f"--model-overrides sets {', '.join(overridden)}"
+    else:
+        cause = "its saved configuration was changed after training"
+        restore = f"write them back into its cfg['model'], or load it with {restore}"
     return OptionsMismatchError(
         path,
         f"was trained with other model options than it is loaded with ({cause}): "
         f"{listed(refused, 'in its record', 'as loaded')}. Its parameters were trained for the recorded "
-        "options, so it would compute a function it was never trained for. Load it with the recorded "
-        f'options (--model-overrides "{{{restore}}}"); --model-overrides may change {LOAD_TIME_CHANGES} '
-        f"without more; to run it with other options on purpose, add '{ALLOW_OPTION}': "
-        f"'{','.join(name for name, _, _ in refused)}' to --model-overrides",
+        f"options, so it would compute a function it was never trained for. Load it with the recorded "
+        f"options ({restore}); --model-overrides may change {LOAD_TIME_CHANGES} without more; to run it "
+        f"with other options on purpose, add '{ALLOW_OPTION}': '{','.join(name for name, _, _ in refused)}' "
+        "to --model-overrides",
     )
 
 

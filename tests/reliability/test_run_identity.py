@@ -131,7 +131,7 @@ CASES: Dict[str, Refusal] = {
     "train: a PCformer LM (RK4 predictor) resumed from checkpoint_last.pt as Heun": Refusal(
         lambda w, case: resume(w.lm_data, w.pcformer_lm, case, PCFORMER_LM, "--decoder-ode-method", "heun"),
         r"checkpoint_last\.pt was trained with other model options than this run's: decoder_ode_method is 'rk4' in "
-        r"the checkpoint but 'heun' in this run\..*overwrite its checkpoints \(nothing was trained or written\)",
+        r"the checkpoint but 'heun' in this run\..*another model under the same run \(nothing was trained or written\)",
         RESUME_FIX.format("--decoder-ode-method rk4") + r".*pass --allow-changed-options decoder_ode_method",
         **RESUMED,
         console_script=True,
@@ -237,7 +237,8 @@ CASES: Dict[str, Refusal] = {
         lambda w, case: generate(w.data_bin, str(w.edited)),
         r"edited\.pt was trained with other model options than it is loaded with \(its saved configuration was "
         r"changed after training\): encoder_ode_method is 'rk4' in its record but 'heun' as loaded",
-        r"Load it with the recorded options \(--model-overrides \"\{'encoder_ode_method': 'rk4'\}\"\)",
+        r"Load it with the recorded options \(write them back into its cfg\['model'\], or load it with "
+        r"--model-overrides \"\{'encoder_ode_method': 'rk4'\}\"\)",
     ),
     "generate: an ensemble whose second checkpoint's configuration was changed": Refusal(
         lambda w, case: generate(w.data_bin, f"{w.transformer}:{w.edited}"),
