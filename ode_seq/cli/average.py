@@ -2,7 +2,8 @@
 
 θ̄ = (1/N) Σ_n θ_n   for every floating-point parameter; other entries come from the newest.
 Checkpoints that are not of one run (another architecture, other parameter shapes, dictionaries,
-language pair or training run) are refused with exit status 2.
+language pair or training run) or that record other model options (a run resumed with
+--allow-changed-options) are refused with exit status 2.
 
 python -m ode_seq.cli.average --inputs CKPT_DIR --num-epoch-checkpoints 5 --output avg.pt
 """
@@ -25,6 +26,7 @@ from ode_seq.checkpoint_files import (
     save_checkpoint,
 )
 from ode_seq.output_files import check_output_file, same_file
+from ode_seq.training_data.model_options import options_difference
 from ode_seq.training_data.record import TrainingRecord, missing_record_note, read_record, record_difference
 
 
@@ -79,7 +81,8 @@ class CheckpointsDiffer(ValueError):
 def average(paths: List[str]) -> Dict:
     """The newest checkpoint's state with its model parameters replaced by the mean over
     ``paths``, which must share the architecture, every parameter's name and shape and, where
-    they record it (:mod:`ode_seq.training_data.record`), the dictionaries, language pair and run."""
+    they record it (:mod:`ode_seq.training_data.record`), the dictionaries, language pair, run and
+    model options."""
     newest: Optional[Dict] = None
     first_record: Optional[TrainingRecord] = None
     sums: "OrderedDict[str, torch.Tensor]" = OrderedDict()
@@ -98,10 +101,11 @@ def average(paths: List[str]) -> Dict:
         difference = (
             architecture_difference(path, state, paths[0], newest)
             or record_difference(path, record, paths[0], first_record)
+            or options_difference(path, record.model_options, paths[0], first_record.model_options)
             or first_difference(path, state, paths[0], newest)
         )
         if difference:
-            raise CheckpointsDiffer(f"{difference}; average checkpoints of one run")
+            raise CheckpointsDiffer(f"{difference}; average checkpoints of one run, saved with the same model options")
         for k, v in model.items():
             if v.is_floating_point():
                 sums[k] += v.double()

@@ -32,7 +32,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from fairseq import checkpoint_utils
-from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
 
 from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, serialized_size, verify_checkpoint_file
 from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, ode_xglm, plain_transformer
@@ -51,7 +51,8 @@ from ode_seq.output_files import (
     stopping_cleanly,
     work_directory,
 )
-from ode_seq.training_data.record import DataMismatchError
+from ode_seq.training_data.model_options import class_options
+from ode_seq.training_data.record import MODEL_OPTIONS_KEY, DataMismatchError
 from ode_seq.training_data.subword_models import check_subword_model, sentencepiece_file
 
 TARGETS = ("fairseq", "ctranslate2", "hf")
@@ -147,7 +148,8 @@ def check_options_fit_model(args: argparse.Namespace, model_class: Optional[type
 
 
 def fairseq_state(args: argparse.Namespace, plain: PlainTransformer) -> Dict[str, Any]:
-    """The checkpoint of ``plain``: no plugin, no optimizer state, the training state kept."""
+    """The checkpoint of ``plain``: no plugin, no optimizer state, the training state kept, the
+    record of its training data kept and that of its options those of the exported model."""
     state = load_checkpoint(args.path)
     state["model"] = plain.state_dict
     state["cfg"]["model"] = plain.config
@@ -156,6 +158,9 @@ def fairseq_state(args: argparse.Namespace, plain: PlainTransformer) -> Dict[str
         state["cfg"]["task"]["data"] = args.data
     state["args"] = None
     state["last_optimizer_state"] = None
+    plain_class = MODEL_REGISTRY[plain.config["_name"]]
+    options = class_options(plain_class, argparse.Namespace(**plain.config))
+    state["task_state"] = {**(state.get("task_state") or {}), MODEL_OPTIONS_KEY: options}
     return state
 
 

@@ -1,5 +1,6 @@
 """Refuse models for generation whose results would be silently wrong: non-finite parameters, data
-other than the model was trained with (dictionaries, subword model, translation direction)."""
+other than the model was trained with (dictionaries, subword model, translation direction), options
+other than its parameters were trained with."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from ode_seq.training_data.record import (
     DataMismatchError,
     LanguagePair,
     language_pair,
-    note_missing_record,
-    read_record,
     reversed_direction,
 )
 from ode_seq.training_data.recording_task import RecordsTrainingData
@@ -55,8 +54,9 @@ def check_direction(path: str, trained: Optional[LanguagePair], task) -> None:
 def checked_ensemble_loader(load: Callable) -> Callable:
     """fairseq's ``load_model_ensemble_and_task``, loading one file after the other into one task,
     that refuses a model with non-finite parameters, a given task whose dictionaries are not the
-    checkpoint's or whose direction is its reverse, and a subword model given as an override
-    (the hub interface) that does not match the dictionaries; errors name the file."""
+    checkpoint's or whose direction is its reverse, a model built with other options than its
+    checkpoint records where the overrides do not allow it, and a subword model given as an
+    override (the hub interface) that does not match the dictionaries; errors name the file."""
     signature = inspect.signature(load)
 
     @functools.wraps(load)
@@ -65,6 +65,7 @@ def checked_ensemble_loader(load: Callable) -> Callable:
         given.apply_defaults()
         arguments = dict(given.arguments)
         filenames, task, ensemble, cfg = list(arguments.pop("filenames")), arguments.pop("task"), [], None
+        overrides = dict(arguments.get("arg_overrides") or {})
         for path in filenames:
             if isinstance(task, RecordsTrainingData):
                 task.loaded_record = None
@@ -74,11 +75,10 @@ def checked_ensemble_loader(load: Callable) -> Callable:
                 raise error.naming(path) from None
             check_finite_parameters(path, models[0].state_dict())
             if isinstance(task, RecordsTrainingData):
-                note_missing_record(path, task.loaded_record or read_record({}))
+                task.check_loaded_model(path, overrides)
             if given.arguments["task"] is not None:
                 check_direction(path, trained_pair(task, cfg.task), task)
             ensemble.extend(models)
-        overrides = arguments.get("arg_overrides") or {}
         given_subwords = any(option in overrides for option in SUBWORD_MODEL_OPTIONS)
         if given_subwords and getattr(cfg.bpe, "_name", None) in CHECKED_KINDS:
             task.build_bpe(cfg.bpe)
@@ -94,12 +94,15 @@ class ModelLoading(FairseqFix):
     target-language input: with a joined dictionary nothing fails and the output is garbage. A data
     directory (or hub ``data_name_or_path``, or export ``--data``) whose dictionaries have the
     model's size but other symbols scores and translates other words; a subword model that did not
-    encode the training data cuts sentences into pieces the model never saw.
+    encode the training data cuts sentences into pieces the model never saw. ``--model-overrides``
+    (or an edited checkpoint configuration) that changes an option whose parameters fit, such as
+    the field form or the activation, runs the parameters as a function they were never trained for.
     The fix: the ``translation`` and ``language_modeling`` tasks record their language pair,
-    dictionaries and run in the checkpoints they save (:mod:`ode_seq.training_data.record`), and
+    dictionaries, run and the options of the model they built in the checkpoints they save
+    (:mod:`ode_seq.training_data.record`, :mod:`ode_seq.training_data.model_options`), and
     ``load_model_ensemble_and_task`` refuses all of the above, naming the file, what differs and
     what to do (older checkpoints: the pair given at training, or inferred from their data
-    directory as fairseq did; their dictionaries are not checked, which is logged)."""
+    directory as fairseq did; their dictionaries and options are not checked, which is logged)."""
 
     name = "model_loading"
     patches = (

@@ -1,4 +1,5 @@
-"""Refuse to resume or fine-tune a model on data binarised with other dictionaries."""
+"""Refuse to resume or fine-tune a model on data binarised with other dictionaries, and to resume
+it as a model with other options."""
 
 from __future__ import annotations
 
@@ -49,10 +50,14 @@ class ResumedData(FairseqFix):
     (``--finetune-from-model``) a checkpoint on data binarised with another dictionary of the same
     size trains on without a word, every embedding row now standing for another symbol; of another
     size it fails with "Cannot load model parameters … ensure that the architectures match".
-    Resuming with ``-s tgt -t src`` trains a src -> tgt model the other way round. The fix: before
-    the checkpoint is loaded, its record (:mod:`ode_seq.training_data.record`) is compared with the
-    trainer's task, and a difference is refused naming the file, the first differing symbol and the
-    fix; a resume carries on the checkpoint's run id, fine-tuning records the run it started from."""
+    Resuming with ``-s tgt -t src`` trains a src -> tgt model the other way round. Resuming with
+    another ``--decoder-ode-method`` (or any option whose parameters fit) trains the run on as
+    another model and overwrites its checkpoints. The fix: before the checkpoint is loaded, its
+    record (:mod:`ode_seq.training_data.record`) is compared with the trainer's task and the model
+    it built, and a difference is refused naming the file, the first differing symbol or the
+    options with both values, and the fix (options named by ``--allow-changed-options`` may
+    differ; fine-tuning may change any, which is logged); a resume carries on the checkpoint's run
+    id, fine-tuning records the run it started from."""
 
     name = "resumed_data"
     patches = ("fairseq.trainer.Trainer.load_checkpoint",)

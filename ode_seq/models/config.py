@@ -273,6 +273,21 @@ class ODEOptions:
             )
 
 
+@dataclass(frozen=True)
+class ChangeAllowance:
+    """Which of the options a checkpoint records (:mod:`ode_seq.training_data.model_options`) a
+    resumed training run may change on purpose."""
+
+    prefix: ClassVar[str] = ""
+    allow_changed_options: Optional[str] = option(
+        None,
+        "comma-separated options (e.g. decoder_ode_method) that may differ from those the checkpoint "
+        "to resume was trained with, such as another method for step adaptation; without it, "
+        "fairseq-train refuses to resume a checkpoint as a model with other options",
+        metavar="NAMES",
+    )
+
+
 def check_misspelt_options(cfg: Any, classes: Sequence[Tuple[type, Optional[str]]]) -> None:
     """ValueError for a setting in fairseq's config ``cfg`` whose name is one letter or so away
     from an option of ``classes`` ((options class, side) pairs) without being one: a misspelt
@@ -318,7 +333,7 @@ class ModelOptions:
         check_misspelt_options(
             cfg,
             [(StackOptions, side) for side in sides]
-            + [(ODEOptions, None)]
+            + [(ODEOptions, None), (ChangeAllowance, None)]
             + ([(kind.options_class, None)] if kind.options_class else []),
         )
         options.validate(cfg, kind, sides)

@@ -8,7 +8,7 @@ another layer kind is a subclass naming it in ``layer_kind``.
 from __future__ import annotations
 
 import logging
-from typing import ClassVar, Collection, Dict, List, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Collection, Dict, List, Optional, Sequence, Tuple
 
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
@@ -16,10 +16,10 @@ from torch import Tensor, nn
 
 from ode_seq.layers import LAYER_KINDS
 from ode_seq.layers.blocks import BlockClasses
-from ode_seq.options import SIDES, add_arguments
+from ode_seq.options import SIDES, add_arguments, option_name
 from ode_seq.solvers import EMAWeights, FreeWeights, MultistepCorrector, StageGate, StateHistory
 
-from .config import ModelOptions, ODEOptions, StackOptions
+from .config import ChangeAllowance, ModelOptions, ODEOptions, StackOptions
 from .stacks import ODETransformerDecoder, ODETransformerEncoder
 from .teacher import interface_parameters
 
@@ -146,7 +146,8 @@ class ODEModel:
         """(options class, side) of every option of the model beyond its fairseq model's."""
         kind_options = cls.block_classes().kind.options_class
         stacks: List[Tuple[type, Optional[str]]] = [(StackOptions, side) for side in cls.stacks]
-        return stacks + [(ODEOptions, None)] + ([(kind_options, None)] if kind_options else [])
+        shared: List[Tuple[type, Optional[str]]] = [(ODEOptions, None), (ChangeAllowance, None)]
+        return stacks + shared + ([(kind_options, None)] if kind_options else [])
 
     @classmethod
     def add_fairseq_args(cls, parser) -> None:
@@ -165,6 +166,24 @@ class ODEModel:
         cfg = TransformerConfig.from_namespace(cfg)
         classes = cls.block_classes()
         return cfg, ModelOptions.read(cfg, classes.kind, cls.stacks), classes
+
+    def resolve_model_options(self, declared: Dict[str, Any]) -> Dict[str, Any]:
+        """The options that define this model (``declared``: as configured) as its stacks compute
+        with them: each stack's share group and steps as its solver takes them (the group size when
+        --*-ode-steps is unset; none for an adaptive method, which chooses its own), without the
+        options it does not read (the adaptive tolerances without an adaptive stack, a corrector's
+        history without a corrector)."""
+        resolved = dict(declared)
+        stacks = [(side, getattr(self, side).ode) for side in self.stacks]
+        for side, stack in stacks:
+            resolved[f"{side}_share_group_size"] = stack.share_group_size
+            resolved[f"{side}_ode_steps"] = None if stack.adaptive else stack.steps
+            if stack.ode_corrector == "none":
+                resolved.pop(f"{side}_ode_corrector_history", None)
+        if not any(stack.adaptive for _, stack in stacks):
+            for name in ODEOptions.ADAPTIVE_CONTROLS:
+                resolved.pop(option_name(ODEOptions, name), None)
+        return resolved
 
     def upgrade_state_dict_named(self, state_dict: Dict[str, Tensor], name: str) -> None:
         """fairseq's upgrades; then, when fine-tuning (--finetune-from-model), the output weights and

@@ -7,7 +7,9 @@ A checkpoint saved by a task with the plugin loaded (fairseq's ``translation`` a
 - ``dictionaries``: per side (``source``, ``target``) the dictionary file it was read from, the
   symbols in index order and their digest ``sha256("\\n".join(symbols))`` (what is compared);
 - ``run``: the id of the training run that wrote it (a uuid drawn when a run starts from scratch or
-  from ``--finetune-from-model``, kept by every resume) and the run it was fine-tuned from.
+  from ``--finetune-from-model``, kept by every resume) and the run it was fine-tuned from;
+- ``model_options``: the options that define the function its parameters compute, as the model
+  was built with them (:mod:`.model_options`).
 
 Embedding row i of the model means symbol i of its dictionary, so a dictionary with the same size
 but other symbols (or an order of its own) makes every score and translation wrong without an
@@ -21,7 +23,7 @@ import hashlib
 import logging
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 logger = logging.getLogger(__name__)
@@ -30,6 +32,7 @@ LanguagePair = Tuple[str, str]
 PAIR_KEY = "language_pair"
 DICTIONARIES_KEY = "dictionaries"
 RUN_KEY = "run"
+MODEL_OPTIONS_KEY = "model_options"
 SIDES = ("source", "target")
 CHECKPOINT = "the checkpoint"
 
@@ -71,16 +74,18 @@ class TrainingRecord:
     dictionaries: Dict[str, DictionaryRecord]  # side -> record; empty when not recorded
     run_id: Optional[str] = None
     started_from: Optional[str] = None
+    model_options: Dict[str, Any] = field(default_factory=dict)  # empty when not recorded
 
     @classmethod
     def of(cls, task: Any) -> "TrainingRecord":
-        """What ``task`` (a fairseq task) trains on now."""
+        """What ``task`` (a fairseq task) trains on now, and the options of the model it built."""
         dictionaries = {
             side: DictionaryRecord.of(os.path.abspath(dictionary_file(task, side)), dictionary.symbols)
             for side in SIDES
             if (dictionary := getattr(task, f"{side}_dictionary", None)) is not None
         }
-        return cls(language_pair(task_options(task)), dictionaries, task.run_id, task.started_from)
+        pair = language_pair(task_options(task))
+        return cls(pair, dictionaries, task.run_id, task.started_from, dict(task.model_options or {}))
 
     @classmethod
     def pop(cls, task_state: Dict[str, Any]) -> "TrainingRecord":
@@ -94,6 +99,7 @@ class TrainingRecord:
             {side: DictionaryRecord(d["file"], tuple(d["symbols"]), d["sha256"]) for side, d in dictionaries.items()},
             run.get("id"),
             run.get("started_from"),
+            dict(task_state.pop(MODEL_OPTIONS_KEY, None) or {}),
         )
 
     def state(self) -> Dict[str, Any]:
@@ -101,6 +107,7 @@ class TrainingRecord:
             PAIR_KEY: list(self.language_pair or ()),
             DICTIONARIES_KEY: {side: record.state() for side, record in self.dictionaries.items()},
             RUN_KEY: {"id": self.run_id, "started_from": self.started_from},
+            MODEL_OPTIONS_KEY: dict(self.model_options),
         }
 
 
@@ -205,12 +212,20 @@ def reversed_direction(trained: Optional[LanguagePair], task: Any) -> Optional[D
 
 
 def missing_record_note(path: str, record: TrainingRecord) -> Optional[str]:
-    """The note for a checkpoint that records no dictionaries (None when it does)."""
-    if record.dictionaries:
+    """The note for a checkpoint that records no dictionaries or no model options (None when it
+    records both)."""
+    missing = [
+        what
+        for what, recorded in (("dictionaries", record.dictionaries), ("model options", record.model_options))
+        if not recorded
+    ]
+    if not missing:
         return None
+    unchecked = {"dictionaries": "its data", "model options": "the options of the model built"}
     return (
-        f"{path} has no record of the dictionaries it was trained with (it was written before "
-        "ode-seq recorded them): its data is not checked against it"
+        f"{path} has no record of the {' or '.join(missing)} it was trained with (it was written before "
+        f"ode-seq recorded them): {' and '.join(unchecked[what] for what in missing)} "
+        f"{'are' if len(missing) > 1 else 'is'} not checked against it"
     )
 
 

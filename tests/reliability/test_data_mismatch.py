@@ -11,11 +11,9 @@ import hashlib
 import logging
 import re
 import shutil
-import subprocess
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, Sequence, Tuple
 
 import pytest
 from fairseq import checkpoint_utils
@@ -24,13 +22,13 @@ from fairseq.models.transformer import TransformerModel
 from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.models.teacher import load_teacher
 from ode_seq.training_data.record import DataMismatchError
-from tests.e2e.cli import run
 from tests.fixtures.make_fixtures import CHECKPOINTS, HERE
 from tests.reliability import mismatch_data as md
-from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, final_error
+from tests.reliability.corpus import OPTIMISATION, QUIET_CPU
 from tests.reliability.in_process import run_in_process
+from tests.reliability.refusals import Command, case_ids, case_runner, check_error, check_exit_and_outputs
+from tests.reliability.refusals import Refusal as Mismatch
 
-Command = Tuple[str, List[str]]
 SENTENCE = "w1 w2 w3\n"
 SHORT_OUTPUT = ["--beam", "2", "--max-len-a", "0", "--max-len-b", "8"]  # untrained models rarely stop
 
@@ -206,19 +204,6 @@ def resume_the_other_way_round(w: World, case: Path) -> Command:
     return train(w.data_bin, case / "ckpt", "--source-lang", "tgt", "--target-lang", "src")
 
 
-@dataclass(frozen=True)
-class Mismatch:
-    """A command given data its model was not trained with, and what its refusal must say."""
-
-    setup: Callable[[World, Path], Command]  # (inputs, an empty directory for the case)
-    problem: str  # regex on the final error: the file and what differs
-    fix: str  # regex on the final error: what to do
-    outputs: Sequence[str] = ()  # glob patterns under the case directory that must match nothing
-    kept: Sequence[str] = ()  # files under the case directory whose bytes must not change
-    exit_status: int = 0  # the exact status our tools give (0: any non-zero status, fairseq's own)
-    console_script: bool = False  # run as a subprocess (one case per tool), else its entry point in-process
-
-
 SWAPPED_SOURCE = (
     r"was trained with another source dictionary than \S*swapped/dict\.src\.txt: symbol 6 is '\w+' in the model's "
     r"dictionary but '\w+' in \S*swapped/dict\.src\.txt \(both 32 symbols, 2 differ\)"
@@ -380,43 +365,17 @@ def world(data_bin, tmp_path_factory) -> World:
 
 @pytest.fixture(scope="module")
 def outcome(world, tmp_path_factory):
-    """Run each case once: name -> (completed process, case directory, bytes of the kept files)."""
-    results: Dict[str, Tuple[subprocess.CompletedProcess, Path, Dict[str, bytes]]] = {}
-
-    def get(name: str):
-        if name not in results:
-            case = tmp_path_factory.mktemp(re.sub(r"\W+", "_", name)[:40])
-            tool, args = CASES[name].setup(world, case)
-            kept = {path: (case / path).read_bytes() for path in CASES[name].kept}
-            if CASES[name].console_script:
-                result = run(tool, args, stdin=SENTENCE, check=False, timeout=600)
-            else:
-                result = run_in_process(tool, args, stdin=SENTENCE)
-            results[name] = (result, case, kept)
-        return results[name]
-
-    return get
+    return case_runner(CASES, world, tmp_path_factory, stdin=SENTENCE)
 
 
-def _ids(names) -> List[object]:
-    return [pytest.param(name, id=re.sub(r"\W+", "-", name).strip("-")) for name in names]
-
-
-@pytest.mark.parametrize("name", _ids(CASES))
+@pytest.mark.parametrize("name", case_ids(CASES))
 def test_mismatched_data_exits_non_zero_without_writing_output(name, outcome):
-    result, case, kept = outcome(name)
-    expected = CASES[name].exit_status
-    assert result.returncode == expected if expected else result.returncode != 0, result.stderr[-3000:]
-    assert [p for p in CASES[name].outputs if list(case.glob(p))] == []
-    assert [p for p, data in kept.items() if (case / p).read_bytes() != data] == []
+    check_exit_and_outputs(CASES[name], outcome(name))
 
 
-@pytest.mark.parametrize("name", _ids(CASES))
+@pytest.mark.parametrize("name", case_ids(CASES))
 def test_mismatched_data_error_names_the_file_what_differs_and_the_fix(name, outcome):
-    result, _, _ = outcome(name)
-    error = final_error(result.stderr)
-    assert re.search(CASES[name].problem, error, re.S), error or result.stderr[-3000:]
-    assert re.search(CASES[name].fix, error, re.S), error
+    check_error(CASES[name], outcome(name))
 
 
 # The same commands with the data the model was trained with.
@@ -436,7 +395,7 @@ MATCHING: Dict[str, Callable[[World, Path], Command]] = {
 }
 
 
-@pytest.mark.parametrize("name", _ids(MATCHING))
+@pytest.mark.parametrize("name", case_ids(MATCHING))
 def test_the_same_command_with_the_training_data_works(name, world, tmp_path):
     tool, args = MATCHING[name](world, tmp_path)
     result = run_in_process(tool, args, stdin=SENTENCE)
@@ -501,7 +460,7 @@ def test_a_checkpoint_written_before_the_record_loads_as_before_with_a_note(capl
     path = f"{CHECKPOINTS}/rk4.pt"
     with caplog.at_level(logging.INFO, logger="ode_seq.training_data.record"):
         checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": HERE})
-    assert f"{path} has no record of the dictionaries it was trained with" in caplog.text
+    assert f"{path} has no record of the dictionaries or model options it was trained with" in caplog.text
 
 
 def test_averaging_checkpoints_written_before_the_record_works_with_a_note(tmp_path):
