@@ -20,6 +20,8 @@ from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, verify_ch
 from ode_seq.export.residual import residual_state
 from ode_seq.fairseq_fixes import apply_fixes
 from ode_seq.output_files import check_output_file, same_file
+from ode_seq.training_data.model_options import model_options
+from ode_seq.training_data.record import MODEL_OPTIONS_KEY
 
 
 def parse_args(argv: Optional[List[str]], prog: str) -> argparse.Namespace:
@@ -52,10 +54,13 @@ def main(argv: Optional[List[str]] = None, prog: str = "ode-seq as-residual") ->
         task_cfg.data = args.data
     try:
         task = tasks.setup_task(task_cfg)
-        residual, dropped = residual_state(state, task.build_model)
+        residual, dropped, model = residual_state(state, task.build_model)
     except (ValueError, FileNotFoundError) as error:
         print(f"as-residual: error: {error}", file=sys.stderr)
         return 1
+    # the record of the options that define the model: the residual model's (its data's record kept)
+    identity = model_options(model, residual["cfg"]["model"])
+    residual["task_state"] = {**(residual.get("task_state") or {}), MODEL_OPTIONS_KEY: identity}
     save_checkpoint(residual, args.output)
     print(
         f"wrote the residual model of {args.path}'s layers to {args.output}"

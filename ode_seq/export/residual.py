@@ -36,12 +36,12 @@ def residual_options(model_options: argparse.Namespace) -> argparse.Namespace:
 
 def residual_state(
     state: Dict[str, Any], build: Callable[[argparse.Namespace], nn.Module]
-) -> Tuple[Dict[str, Any], List[str]]:
+) -> Tuple[Dict[str, Any], List[str], nn.Module]:
     """The checkpoint ``state`` as the residual model of its layers (``build`` makes a model from
-    model options), and the parameters dropped. The optimizer state is left out (``fairseq-train
-    --finetune-from-model`` starts from the weights alone), the training state kept. ValueError
-    when the residual model needs a parameter that ``state`` lacks or holds in another shape (a
-    model that is not made of the same layers)."""
+    model options), the parameters dropped, and the residual model built. The optimizer state is
+    left out (``fairseq-train --finetune-from-model`` starts from the weights alone), the training
+    state kept. ValueError when the residual model needs a parameter that ``state`` lacks or holds
+    in another shape (a model that is not made of the same layers)."""
     options = residual_options(state["cfg"]["model"])
     model = build(options)
     wanted, held = model.state_dict(), state["model"]
@@ -55,4 +55,4 @@ def residual_state(
     dropped = sorted(set(held) - set(wanted))
     new = {**state, "model": {name: held[name] for name in wanted}, "last_optimizer_state": None}
     new["cfg"] = {**state["cfg"], "model": options}
-    return new, dropped
+    return new, dropped, model

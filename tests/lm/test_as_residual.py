@@ -49,6 +49,8 @@ def test_the_residual_model_keeps_every_layer_parameter_and_evaluates_each_layer
         "fixed",
     )
     assert converted["last_optimizer_state"] is None
+    recorded = converted["task_state"]["model_options"]  # the record of its identity: the residual model's
+    assert (recorded["decoder_ode_method"], recorded["decoder_ode_corrector"]) == ("euler", "none")
 
     (model,), cfg, _ = checkpoint_utils.load_model_ensemble_and_task([str(output)])
     tokens = torch.randint(4, 20, (2, 9))
