@@ -87,6 +87,7 @@ for config in $TUNED; do
 done
 [[ "$KEEP_UNFINISHED" == 0 || -n "$RECORD_DIR" ]] \
   || usage_error "--keep-unfinished keeps the runs in --record-dir: give one"
+[[ -z "$RUN" ]] || check_run_option "$RUN" CONFIG=keys:CONFIG_ARCH SEED=positive LR=number '[tune]'
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 DATA_BIN="$WORK_DIR/data-bin"
