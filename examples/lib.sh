@@ -365,6 +365,12 @@ record_run() {  # record_run RUN_DIR RECORD_DIR FILE... — the FILEs (paths und
   publish "$tmp" "$record"
 }
 
+check_record_dir() {  # check_record_dir DIR — a usage error unless DIR, a --record-dir, is a directory or can be made one
+  local dir="$1"
+  while [[ ! -e "$dir" && "$dir" == */* ]]; do dir="${dir%/*}"; done
+  [[ ! -e "$dir" || -d "$dir" ]] || usage_error "--record-dir $1 cannot hold records: $dir is not a directory"
+}
+
 record_files() {  # record_files RECORD — the paths of RECORD's files but its manifest, NUL-terminated, sorted
   (cd "$1" && find . -type f ! -name "$RECORD_MANIFEST*" -printf '%P\0' | LC_ALL=C sort -z)
 }

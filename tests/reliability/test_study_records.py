@@ -72,8 +72,12 @@ def make_record(tmp_path: Path, run_files: Dict[str, str], data_files: tuple, ce
     return tmp_path / "records" / cell
 
 
+def study(tmp_path: Path, script: Path, *args: str) -> subprocess.CompletedProcess:
+    return run(str(script), "--work-dir", "work", "--gpus", "0", *args, cwd=tmp_path)
+
+
 def study_run(tmp_path: Path, script: Path, cell: str) -> subprocess.CompletedProcess:
-    return run(str(script), "--work-dir", "work", "--record-dir", "records", "--gpus", "0", "--run", cell, cwd=tmp_path)
+    return study(tmp_path, script, "--record-dir", "records", "--run", cell)
 
 
 @pytest.fixture
@@ -163,6 +167,21 @@ def test_a_record_without_manifest_is_refused_naming_the_seal_and_the_rerun(lm_r
         f"examples/seal_records.sh --record-dir records/{LM_CELL[1]}"
     ) in result.stderr
     assert f"else rerun that cell: rm -r records/{LM_CELL[1]} work/{LM_CELL[1]}" in result.stderr
+
+
+def test_a_damaged_unfinished_record_is_refused_before_its_training_resumes(tmp_path):
+    kept = {name: LM_RUN[name] for name in ("recipe.txt", "train.log")}
+    kept["checkpoint_last.pt"] = "the bytes of a checkpoint\n" * 2000
+    record = make_record(tmp_path, kept, LM_DATA, "unfinished/residual/lr8e-3/seed2")
+    cut_short(record / "checkpoint_last.pt.gz")
+    result = study_run(tmp_path, LM_STUDY, LM_CELL[0])
+    assert result.returncode == 1
+    assert (
+        "study.sh: error: the record records/unfinished/residual/lr8e-3/seed2 cannot be read: checkpoint_last.pt.gz "
+        f"is not the file recorded (its sha256 is not the manifest's); nothing of it was used. To go on, rerun that "
+        f"cell: rm -r records/unfinished/residual/lr8e-3/seed2 work/{LM_CELL[1]}"
+    ) in result.stderr
+    assert not (tmp_path / "work" / LM_CELL[1]).exists()
 
 
 def test_the_quality_study_refuses_a_record_whose_translations_were_cut_short(tmp_path):
@@ -256,3 +275,33 @@ def test_a_bad_run_is_a_usage_error_before_anything_starts(tmp_path, script, cel
     assert result.returncode == 2 and result.stdout == ""
     assert f"{script.name}: error: " in result.stderr and message in result.stderr
     assert not (tmp_path / "work").exists()
+
+
+MODES = "--run, --keep-unfinished and --speed-check each do something other than the study: give one"
+
+
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        (LM_STUDY, ["--run", "rk4 2 8e-3", "--record-dir", "records", "--keep-unfinished"], MODES),
+        (LM_STUDY, ["--keep-unfinished", "--record-dir", "records", "--speed-check", "3"], MODES),
+        (LM_STUDY, ["--record-dir", "a-file/records", "--run", "rk4 2 8e-3"], "--record-dir a-file/records cannot"),
+        (
+            QUALITY_STUDY,
+            ["--record-dir", "a-file", "--run", "residual_6_6 1 4e-3 300 all"],
+            "--record-dir a-file cannot",
+        ),
+    ],
+    ids=[
+        "lm-run-and-keep-unfinished",
+        "lm-keep-unfinished-and-speed-check",
+        "lm-record-dir-file",
+        "quality-record-dir-file",
+    ],
+)
+def test_options_that_cannot_go_together_are_a_usage_error_before_anything_starts(tmp_path, script, args, message):
+    (tmp_path / "a-file").write_text("not a directory\n")
+    result = study(tmp_path, script, *args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert f"{script.name}: error: {message}" in result.stderr
+    assert not (tmp_path / "work").exists() and not (tmp_path / "records").exists()
