@@ -365,8 +365,8 @@ record_run() {  # record_run RUN_DIR RECORD_DIR FILE... — the FILEs (paths und
   publish "$tmp" "$record"
 }
 
-check_record_dir() {  # check_record_dir DIR — a usage error unless DIR, a --record-dir, is a directory or can be made one
-  local dir="$1"
+check_record_dir() {  # check_record_dir DIR — a usage error unless DIR, a --record-dir, is a directory or
+  local dir="$1"  # can be made one
   while [[ ! -e "$dir" && "$dir" == */* ]]; do dir="${dir%/*}"; done
   [[ ! -e "$dir" || -d "$dir" ]] || usage_error "--record-dir $1 cannot hold records: $dir is not a directory"
 }

@@ -62,6 +62,7 @@ while IFS= read -r -d '' record; do
   echo "$SCRIPT_NAME: error: the record $record cannot be sealed: ${damage//$'\n'/; }. Rerun that cell: \
 rm -r $record and the run's directory in the study's work dir, then the study's command" >&2
 done < <(find "$RECORD_DIR" -type d -name 'seed[0-9]*' -print0 | LC_ALL=C sort -z)
-[[ $((sealed + intact + failed)) -gt 0 ]] || die "$RECORD_DIR holds no records (directories seedS); give a study's --record-dir"
+[[ $((sealed + intact + failed)) -gt 0 ]] \
+  || usage_error "$RECORD_DIR holds no records (directories seedS); give a study's --record-dir"
 log "$sealed records sealed, $intact sealed before and intact, $failed refused (under $RECORD_DIR)"
 [[ "$failed" -eq 0 ]] || die "$failed records under $RECORD_DIR were not sealed (messages above)"
