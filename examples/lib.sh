@@ -147,6 +147,25 @@ check_option() {  # check_option FLAG CHECK VALUE — a usage error unless VALUE
   esac
 }
 
+check_run_option() {  # check_run_option RUN NAME=CHECK... [[WORD]] — a usage error unless RUN, a --run value,
+  local run="$1" spec usage="" words=() i=0  # holds one word per NAME=CHECK (check_option's CHECKs), then
+  shift  # optionally the word WORD of a last spec [WORD]
+  for spec in "$@"; do usage+="${spec%%=*} "; done
+  usage="--run takes \"${usage% }\""
+  read -r -a words <<< "$run"
+  [[ ${#words[@]} -le $# ]] || usage_error "$usage, got '$run'"
+  for spec in "$@"; do
+    if [[ "$spec" == '['*']' ]]; then
+      [[ -z "${words[i]:-}" || "${words[i]}" == "${spec:1:-1}" ]] \
+        || usage_error "$usage: its last word can only be ${spec:1:-1}, got '$run'"
+    else
+      [[ -n "${words[i]:-}" ]] || usage_error "$usage, got '$run', without ${spec%%=*}"
+      check_option "--run's ${spec%%=*}" "${spec#*=}" "${words[i]}"
+    fi
+    i=$((i + 1))
+  done
+}
+
 words_and() {  # words_and A B C — "A, B and C"
   local all="$*"
   [[ $# -gt 1 ]] && all="${*:1:$#-1}" && all="${all// /, } and ${!#}"
@@ -339,7 +358,13 @@ publish() {  # publish TMP TARGET — atomically move a finished stage output in
 # Run records: what a study keeps of a finished run (its logs and scores, not its checkpoints) in a
 # directory that can be committed, so that the study resumes in another checkout, on another machine
 # or in a later session, with only the runs that have no record left to do. A record holds each
-# file gzip-compressed (FILE.gz; zcat reads it).
+# file gzip-compressed (FILE.gz; zcat reads it) and, written last, its manifest MANIFEST.sha256: the
+# sha256 of every other file (sha256sum's format: `cd RECORD && sha256sum -c MANIFEST.sha256`). A
+# record is read only when its files are exactly those of its manifest, byte for byte: a damaged,
+# edited or partial record stops the study, naming the cell to rerun; it is never read as a smaller
+# study, nor trained over. Records written before manifests are sealed once (examples/seal_records.sh).
+RECORD_MANIFEST=MANIFEST.sha256
+
 record_run() {  # record_run RUN_DIR RECORD_DIR FILE... — the FILEs (paths under RUN_DIR) as RECORD_DIR, atomically
   local run_dir="$1" record="$2" file tmp
   tmp="$(dirname "$record")/.$(basename "$record").tmp"
@@ -349,14 +374,66 @@ record_run() {  # record_run RUN_DIR RECORD_DIR FILE... — the FILEs (paths und
     mkdir -p "$tmp/$(dirname "$file")"
     gzip -9nc "$run_dir/$file" > "$tmp/$file.gz"
   done
+  write_manifest "$tmp"
   rm -rf "$record"
   publish "$tmp" "$record"
 }
 
+check_record_dir() {  # check_record_dir DIR — a usage error unless DIR, a --record-dir, is a directory or
+  local dir="$1"  # can be made one
+  while [[ ! -e "$dir" && "$dir" == */* ]]; do dir="${dir%/*}"; done
+  [[ ! -e "$dir" || -d "$dir" ]] || usage_error "--record-dir $1 cannot hold records: $dir is not a directory"
+}
+
+record_files() {  # record_files RECORD — the paths of RECORD's files but its manifest, NUL-terminated, sorted
+  (cd "$1" && find . -type f ! -name "$RECORD_MANIFEST*" -printf '%P\0' | LC_ALL=C sort -z)
+}
+
+write_manifest() {  # write_manifest RECORD — RECORD/MANIFEST.sha256 of its files, atomically
+  (cd "$1" && record_files . | xargs -0 -r sha256sum --) > "$1/$RECORD_MANIFEST.tmp" \
+    || die "could not write the manifest of $1"
+  publish "$1/$RECORD_MANIFEST.tmp" "$1/$RECORD_MANIFEST"
+}
+
+record_damage() {  # record_damage RECORD — each way RECORD's files differ from its manifest, one a line;
+  local digest file  # nothing for a record that holds exactly its manifest's files
+  local -A listed=()
+  if [[ ! -f "$1/$RECORD_MANIFEST" ]]; then
+    echo "it has no $RECORD_MANIFEST"
+    return
+  fi
+  while read -r digest file; do
+    if [[ ! "$digest" =~ ^[0-9a-f]{64}$ || -z "$file" ]]; then
+      echo "its $RECORD_MANIFEST is damaged"
+      return
+    fi
+    listed[$file]=1
+    if [[ ! -f "$1/$file" ]]; then
+      echo "$file is missing"
+    elif [[ "$(sha256sum < "$1/$file")" != "$digest  -" ]]; then
+      echo "$file is not the file recorded (its sha256 is not the manifest's)"
+    fi
+  done < "$1/$RECORD_MANIFEST"
+  while IFS= read -r -d '' file; do
+    [[ -n "${listed[$file]+set}" ]] || echo "$file is not in its $RECORD_MANIFEST"
+  done < <(record_files "$1")
+}
+
+refuse_record() {  # refuse_record RECORD RUN_DIR PROBLEM — stop the study: RECORD cannot be read; rerun that cell
+  local fix="rerun that cell: rm -r $1 $2, then the study's command"
+  [[ "$3" != *"no $RECORD_MANIFEST"* ]] || fix="if it was written before records carried a manifest and \
+you trust it, seal it once: examples/seal_records.sh --record-dir $1 (it checks that every file decompresses \
+in full; give it the study's --record-dir to seal all its records); else $fix"
+  die "the record $1 cannot be read: ${3//$'\n'/; }; nothing of it was used. To go on, $fix"
+}
+
 restore_run() {  # restore_run RECORD_DIR RUN_DIR RECIPE_FILE RECIPE DATA_ID — false without a record; else its files,
-  local file recipe data  # decompressed, in RUN_DIR, once it proves made with RECIPE (in RECIPE_FILE) on DATA_ID
-  [[ -d "$1" ]] || return 1
-  recipe="$(gzip -dc "$1/$3.gz")" data="$(gzip -dc "$1/data-id.txt.gz")"
+  local file recipe data damage  # decompressed, in RUN_DIR, once it proves complete (its manifest) and made with
+  [[ -d "$1" ]] || return 1  # RECIPE (in RECIPE_FILE) on DATA_ID; a damaged record stops the study (refuse_record)
+  damage="$(record_damage "$1")"
+  [[ -z "$damage" ]] || refuse_record "$1" "$2" "$damage"
+  recipe="$(gzip -dc "$1/$3.gz")" && data="$(gzip -dc "$1/data-id.txt.gz")" \
+    || refuse_record "$1" "$2" "its $3.gz or data-id.txt.gz does not decompress"
   [[ "$recipe" == "$4" ]] || die "the record $1 was made with other settings ($recipe), not $4: use \
 another --record-dir, or delete the record to rerun it"
   [[ "$data" == "$5" ]] || die "the record $1 was made on other data (digest $data, here $5): prepare \
@@ -364,7 +441,7 @@ the corpus with the options of the study that made it, use another --record-dir,
   while IFS= read -r -d '' file; do
     file="${file#"$1"/}"
     mkdir -p "$2/$(dirname "$file")"
-    gzip -dc "$1/$file" > "$2/${file%.gz}"
+    gzip -dc "$1/$file" > "$2/${file%.gz}" || refuse_record "$1" "$2" "$file does not decompress"
   done < <(find "$1" -name '*.gz' -type f -print0)
 }
 

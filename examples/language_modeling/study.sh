@@ -95,6 +95,10 @@ for config in $TUNED; do
 done
 [[ "$KEEP_UNFINISHED" == 0 || -n "$RECORD_DIR" ]] \
   || usage_error "--keep-unfinished keeps the runs in --record-dir: give one"
+[[ -z "$RUN" ]] || check_run_option "$RUN" CONFIG=keys:CONFIG_ARCH SEED=positive LR=number '[tune]'
+(( (${#RUN} > 0) + KEEP_UNFINISHED + (SPEED_CHECK > 0) <= 1 )) \
+  || usage_error "--run, --keep-unfinished and --speed-check each do something other than the study: give one"
+[[ -z "$RECORD_DIR" ]] || check_record_dir "$RECORD_DIR"
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 DATA_BIN="$WORK_DIR/data-bin"

@@ -91,6 +91,9 @@ configuration uses --lr and --warmup)"
 checkpoints that are averaged; give at least 5 × --save-interval-updates ($SAVE_INTERVAL) updates"
 (( EMBED_DIM % 32 == 0 )) \
   || usage_error "--embed-dim must be a multiple of 32 (one head per 32 dimensions), got $EMBED_DIM"
+[[ -z "$RUN" ]] || check_run_option "$RUN" CONFIG=keys:CONFIG_ARCH SEED=positive LR=number WARMUP=positive \
+  STAGES='all|train'
+[[ -z "$RECORD_DIR" ]] || check_record_dir "$RECORD_DIR"
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 lock_dir "$WORK_DIR"

