@@ -22,7 +22,8 @@
 # resumes: finished stages are reused, an unfinished training resumes from its last checkpoint, and
 # with --record-dir every finished run's record (settings, data digest, training log, scores, verse
 # log-likelihoods; no checkpoints) is kept there and reused, also in a fresh checkout;
-# --keep-unfinished adds the last checkpoints of the runs still training, from which a rerun there resumes.
+# --keep-unfinished --unfinished-dir DIR keeps the last checkpoints of the runs still training in DIR (a directory
+# you name, never the records: checkpoints are not committed), from which a study given DIR resumes them.
 #
 # Usage: study.sh [options]
 # Layout: every run is WORK_DIR/grid/CONFIG/lrLR/seedS; WORK_DIR/chosen/CONFIG links to the lr the
@@ -79,8 +80,9 @@ parse_options "$@" <<'EOF'
 --run=RUN             RUN                                 # one run of the study, "CONFIG SEED LR" ("CONFIG SEED LR tune": its tuning
                                                           # epochs; the study runs them)
 --keep-unfinished     KEEP_UNFINISHED                     # instead of the study: keep each unfinished run's last (and best) checkpoint and
-                                                          # log in --record-dir (RECORD_DIR/unfinished), to move a stopped study to a
-                                                          # fresh checkout or another machine
+                                                          # log in --unfinished-dir, to move a stopped study to another work dir or machine
+--unfinished-dir=DIR  UNFINISHED_DIR                      # where --keep-unfinished keeps runs still training, and from where the study
+                                                          # resumes them (outside --record-dir: checkpoints are never committed)
 --speed-check=N       SPEED_CHECK   whole    0            # instead of the study: train each configuration N updates, one at a time (seed 1,
                                                           # checkpoints deleted), then print their tokens/s, minutes per epoch and the
                                                           # run-hours of the study (WORK_DIR/speed.md)
@@ -93,11 +95,17 @@ done
 for config in $TUNED; do
   [[ " $CONFIGS " == *" $config "* ]] || usage_error "--tuned names $config, which is not in --configs ($CONFIGS)"
 done
-[[ "$KEEP_UNFINISHED" == 0 || -n "$RECORD_DIR" ]] \
-  || usage_error "--keep-unfinished keeps the runs in --record-dir: give one"
 [[ -z "$RUN" ]] || check_run_option "$RUN" CONFIG=keys:CONFIG_ARCH SEED=positive LR=number '[tune]'
 (( (${#RUN} > 0) + KEEP_UNFINISHED + (SPEED_CHECK > 0) <= 1 )) \
   || usage_error "--run, --keep-unfinished and --speed-check each do something other than the study: give one"
+[[ "$KEEP_UNFINISHED" == 0 || -n "$UNFINISHED_DIR" ]] \
+  || usage_error "--keep-unfinished keeps the runs in --unfinished-dir: name a directory outside --record-dir"
+if [[ -n "$UNFINISHED_DIR" && -n "$RECORD_DIR" ]]; then
+  case "$(realpath -m "$UNFINISHED_DIR")/" in
+    "$(realpath -m "$RECORD_DIR")"/*) usage_error "--unfinished-dir $UNFINISHED_DIR is inside --record-dir $RECORD_DIR: \
+checkpoints are never kept with the records (which are committed); name a directory outside it" ;;
+  esac
+fi
 [[ -z "$RECORD_DIR" ]] || check_record_dir "$RECORD_DIR"
 use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
@@ -184,7 +192,7 @@ keep_tuning_log() {  # keep_tuning_log SAVE_DIR — the training log as it is, a
 }
 
 unfinished_record() {  # unfinished_record CONFIG SEED LR — where --keep-unfinished keeps that run's state
-  echo "$RECORD_DIR/unfinished/$1/lr$3/seed$2"
+  echo "$UNFINISHED_DIR/$1/lr$3/seed$2"
 }
 
 keep_unfinished() {  # keep_unfinished CONFIG SEED LR — the run's last checkpoint (its best too, where that is
@@ -202,7 +210,7 @@ $(unfinished_record "$@")"
 resume_unfinished() {  # resume_unfinished CONFIG SEED LR — a kept run's state into its save dir, where that has none
   local save_dir="$WORK_DIR/grid/$1/lr$3/seed$2" record
   record="$(unfinished_record "$@")"
-  [[ -n "$RECORD_DIR" && -d "$record" && ! -e "$save_dir/checkpoint_last.pt" ]] || return 0  # (digest only then)
+  [[ -n "$UNFINISHED_DIR" && -d "$record" && ! -e "$save_dir/checkpoint_last.pt" ]] || return 0  # (digest only then)
   restore_run "$record" "$save_dir" recipe.txt "$(recipe "$3" "$2")" "$(data_id)" || return 0
   log "resumed $1 seed $2 (lr $3) from its kept state: $record"
 }
@@ -277,8 +285,8 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
     data_id > "$save_dir/data-id.txt"
     record_run "$save_dir" "$record" recipe.txt data-id.txt train.log eval-test/scores.txt \
       eval-test/verse-scores.txt
-    rm -rf "$(unfinished_record "$config" "$seed" "$lr")"
   fi
+  [[ -z "$UNFINISHED_DIR" ]] || rm -rf "$(unfinished_record "$config" "$seed" "$lr")"
   log "finished $config seed $seed (lr $lr)"
 }
 
@@ -293,6 +301,7 @@ fi
 run_all() {  # lines "CONFIG SEED LR" on standard input, run --jobs at a time, with this study's options
   local records=()
   [[ -z "$RECORD_DIR" ]] || records=(--record-dir "$RECORD_DIR")
+  [[ -z "$UNFINISHED_DIR" ]] || records+=(--unfinished-dir "$UNFINISHED_DIR")
   xargs -r -P "$JOBS" -d '\n' -I{} "$0" --work-dir "$WORK_DIR" --max-epoch "$MAX_EPOCH" --patience "$PATIENCE" \
     --tune-epochs "$TUNE_EPOCHS" --adaptive "$ADAPTIVE" --gpus "$GPUS" --seeds "$SEEDS" --residual-lr "$RESIDUAL_LR" \
     --residual-share "$RESIDUAL_SHARE" "${records[@]}" --run {} -- "${TRAIN_EXTRA[@]}" \

@@ -152,13 +152,15 @@ def test_a_run_kept_unfinished_resumes_in_a_fresh_work_dir_and_ends_as_if_never_
         shutil.copytree(work, prepared, ignore=shutil.ignore_patterns("grid", "chosen", "records"))
     first_epoch = study_in(stopped, tmp_path / "elsewhere", "--max-epoch", "1", "--run", f"residual 2 {lr}")
     assert first_epoch.returncode == 0, first_epoch.stderr[-4000:]
-    kept = study_in(stopped, records, "--keep-unfinished")
+    kept_dir = tmp_path / "unfinished"  # outside the records: checkpoints are never committed
+    kept = study_in(stopped, records, "--keep-unfinished", "--unfinished-dir", str(kept_dir))
     assert kept.returncode == 0, kept.stderr[-4000:]
     assert f"kept residual seed 2 (lr {lr}) at epoch 1" in kept.stderr and kept.stderr.count("kept ") == 1
-    unfinished = records / "unfinished" / "residual" / f"lr{lr}" / "seed2"
+    unfinished = kept_dir / "residual" / f"lr{lr}" / "seed2"
     assert (unfinished / "checkpoint_last.pt.gz").is_file() and not (unfinished / "checkpoint_best.pt.gz").exists()
+    assert not list(records.rglob("*.pt*"))
 
-    again = study_in(fresh, records, "--run", f"residual 2 {lr}")
+    again = study_in(fresh, records, "--unfinished-dir", str(kept_dir), "--run", f"residual 2 {lr}")
     assert again.returncode == 0, again.stderr[-4000:]
     assert f"resumed residual seed 2 (lr {lr}) from its kept state" in again.stderr
     assert (records / run).is_dir() and not unfinished.exists()
@@ -170,9 +172,27 @@ def test_a_run_kept_unfinished_resumes_in_a_fresh_work_dir_and_ends_as_if_never_
     assert scores[0] == scores[1]
 
 
-def test_keeping_unfinished_runs_needs_a_record_dir(tmp_path):
+def test_keeping_unfinished_runs_needs_a_directory_outside_the_records(tmp_path):
     result = run_pipeline(PIPELINE / "study.sh", "--work-dir", str(tmp_path), "--keep-unfinished")
-    assert result.returncode == 2 and "--keep-unfinished keeps the runs in --record-dir: give one" in result.stderr
+    assert result.returncode == 2
+    assert (
+        "--keep-unfinished keeps the runs in --unfinished-dir: name a directory outside --record-dir" in result.stderr
+    )
+    inside = run_pipeline(
+        PIPELINE / "study.sh",
+        "--work-dir",
+        str(tmp_path),
+        "--keep-unfinished",
+        "--record-dir",
+        str(tmp_path / "r"),
+        "--unfinished-dir",
+        str(tmp_path / "r" / "unfinished"),
+    )
+    assert (
+        inside.returncode == 2
+        and "is inside --record-dir" in inside.stderr
+        and "never kept with the records" in inside.stderr
+    )
 
 
 def test_a_record_of_other_settings_is_refused(study, tmp_path):

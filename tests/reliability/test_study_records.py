@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Callable, Dict
@@ -173,13 +174,16 @@ def test_a_damaged_unfinished_record_is_refused_before_its_training_resumes(tmp_
     kept = {name: LM_RUN[name] for name in ("recipe.txt", "train.log")}
     kept["checkpoint_last.pt"] = "the bytes of a checkpoint\n" * 2000
     record = make_record(tmp_path, kept, LM_DATA, "unfinished/residual/lr8e-3/seed2")
-    cut_short(record / "checkpoint_last.pt.gz")
-    result = study_run(tmp_path, LM_STUDY, LM_CELL[0])
+    shutil.move(tmp_path / "records" / "unfinished", tmp_path / "unfinished")  # kept outside the records
+    cut_short(
+        tmp_path / "unfinished" / record.relative_to(tmp_path / "records" / "unfinished") / "checkpoint_last.pt.gz"
+    )
+    result = study(tmp_path, LM_STUDY, "--record-dir", "records", "--unfinished-dir", "unfinished", "--run", LM_CELL[0])
     assert result.returncode == 1
     assert (
-        "study.sh: error: the record records/unfinished/residual/lr8e-3/seed2 cannot be read: checkpoint_last.pt.gz "
+        "study.sh: error: the record unfinished/residual/lr8e-3/seed2 cannot be read: checkpoint_last.pt.gz "
         f"is not the file recorded (its sha256 is not the manifest's); nothing of it was used. To go on, rerun that "
-        f"cell: rm -r records/unfinished/residual/lr8e-3/seed2 work/{LM_CELL[1]}"
+        f"cell: rm -r unfinished/residual/lr8e-3/seed2 work/{LM_CELL[1]}"
     ) in result.stderr
     assert not (tmp_path / "work" / LM_CELL[1]).exists()
 
