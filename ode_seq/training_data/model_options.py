@@ -29,6 +29,7 @@ import re
 from typing import Any, Collection, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from fairseq.models import MODEL_REGISTRY
+from omegaconf import ListConfig
 
 from .record import DataMismatchError
 
@@ -76,7 +77,7 @@ def plain(value: Any) -> Any:
     """``value`` as a checkpoint can hold it under safe loading: str, number, bool, None or list."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
+    if isinstance(value, (list, tuple, ListConfig)):
         return [plain(item) for item in value]
     return str(value)
 
@@ -111,10 +112,13 @@ def option_names(value: Any) -> FrozenSet[str]:
 
 def check_known(allowed: Collection[str], options: Mapping[str, Any], source: str) -> None:
     """ValueError for a name in ``allowed`` that is not one of the model's ``options``."""
-    for name in sorted(set(allowed) - set(options)):
-        close = difflib.get_close_matches(name, list(options), n=1)
+    unknown = sorted(set(allowed) - set(options))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(options), n=1)
         known = f"did you mean {close[0]}?" if close else f"they are: {', '.join(sorted(options))}"
-        raise ValueError(f"{source} names {name}, which is not one of the options that define this model; {known}")
+        raise ValueError(
+            f"{source} names {unknown[0]}, which is not one of the options that define this model; {known}"
+        )
 
 
 def listed(items: List[Difference], recorded_as: str, built_as: str) -> str:

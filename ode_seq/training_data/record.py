@@ -85,7 +85,7 @@ class TrainingRecord:
             if (dictionary := getattr(task, f"{side}_dictionary", None)) is not None
         }
         pair = language_pair(task_options(task))
-        return cls(pair, dictionaries, task.run_id, task.started_from, dict(task.model_options or {}))
+        return cls(pair, dictionaries, task.run_id, task.started_from, dict(getattr(task, "model_options", None) or {}))
 
     @classmethod
     def pop(cls, task_state: Dict[str, Any]) -> "TrainingRecord":
