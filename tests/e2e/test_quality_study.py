@@ -72,11 +72,15 @@ def test_table_reports_mean_and_sd_of_each_configurations_seeds(study):
             ]["score"]
             for seed in (1, 2)
         ]
-        assert rows[name][2:4] == ["2", "10"]
-        assert rows[name][4] == f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}"
-        assert rows[name][6] == f"{scores[0]:.2f} (seed 1), {scores[1]:.2f} (seed 2)"
-    assert rows["residual (Euler) 6-6"][5] == "(baseline)"
-    assert re.fullmatch(r"[01]\.\d{3} \(seed 1\), [01]\.\d{3} \(seed 2\)", rows["RK4 6-6"][5])
+        assert rows[name][4:6] == ["2", "10"]
+        assert rows[name][7] == f"{statistics.mean(scores):.2f} ± {statistics.stdev(scores):.2f}"
+        assert rows[name][9] == f"{scores[0]:.2f} (seed 1), {scores[1]:.2f} (seed 2)"
+    assert rows["residual (Euler) 6-6"][8] == "(baseline)"
+    assert re.fullmatch(r"[01]\.\d{3} \(seed 1\), [01]\.\d{3} \(seed 2\)", rows["RK4 6-6"][8])
+    # compute: counted FLOPs per target token; RK4's encoder evaluates each layer four times
+    per_token = {name: [float(rows[name][i].removesuffix(" M")) for i in (2, 3)] for name in rows}
+    assert all(r < k for r, k in zip(per_token["residual (Euler) 6-6"], per_token["RK4 6-6"]))
+    assert (work / "results-compute.png").read_bytes().startswith(b"\x89PNG")
     assert "sacreBLEU signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in stdout
     differences = tables(stdout)[1]
     assert list(differences) == ["RK4 6-6"] and len(differences["RK4 6-6"][1].split(", ")) == 2
