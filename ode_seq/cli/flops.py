@@ -11,6 +11,7 @@ trained or written; --save-dir and the budget options are accepted and ignored.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import List, Optional
 
@@ -49,9 +50,16 @@ def first_training_batch_flops(argv: List[str]) -> FlopCount:
 
 def main(argv: Optional[List[str]] = None, prog: str = "ode-seq flops") -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.replace("ode-seq flops", prog))
-        return 0 if argv else 2
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        usage=f"{prog} [-h] DATA [fairseq-train options]",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    if not argv:
+        parser.error("give DATA and fairseq-train's options")
+    if argv[0] in ("-h", "--help"):
+        parser.parse_args(["--help"])  # prints the help and exits 0
     sys.stdout.write(first_training_batch_flops(argv).lines())
     return 0
 
