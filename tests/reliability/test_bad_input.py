@@ -864,7 +864,7 @@ OPTION_ERRORS = {
         "ode_transformer_rk4_small",
         ["--layer-kind", "bogus"],
         r"--layer-kind: invalid choice: 'bogus'",
-        r"choose from 'standard', 'time-dependent', 'stable'",
+        r"choose from 'standard', 'stable', 'time-dependent'",
     ),
     "layer kind: another kind's option": (
         "ode_transformer_rk4_small",
