@@ -18,7 +18,6 @@ from fairseq.models.transformer import base_architecture
 
 from ode_seq.options import option_defaults
 
-from .config import KindSelection
 from .ode_transformer import ODETransformerModel  # noqa: F401  (registers the model)
 
 WHOLE_STACK = "the stack's layers"
@@ -71,7 +70,7 @@ def architecture_layer_kind(model_cfg: Any) -> Optional[str]:
     architecture = ARCH_CONFIG_REGISTRY.get(arch)
     if not isinstance(architecture, Architecture):
         return None
-    return getattr(model_cfg, "layer_kind", None) or architecture.defaults.get("layer_kind", KindSelection().layer_kind)
+    return getattr(model_cfg, "layer_kind", None) or architecture.defaults["layer_kind"]
 
 
 def encoder_decoder_size(
