@@ -1,9 +1,16 @@
-"""Named architectures: published sizes, and architecture defaults that options can override."""
+"""Named architectures: published sizes, architecture defaults that options can override, every
+published name selecting what it selected, and the layer kind as an option."""
+
+import json
+import os
 
 import pytest
+import torch
+from fairseq.models import ARCH_MODEL_NAME_REGISTRY, ARCH_MODEL_REGISTRY
 
-from ode_seq.models.by_name import architecture_options, build_model
-from tests.conftest import TinyTask
+from ode_seq.models.by_name import architecture_options, build_model, random_batch
+from ode_seq.training_data.model_options import KIND_MODELS
+from tests.conftest import TINY, TinyTask
 
 # Published parameter counts with a ~32K joint vocabulary and shared embeddings (En-De).
 PUBLISHED = [
@@ -73,3 +80,69 @@ def test_fairseq_command_line_rejects_unknown_method_listing_choices(capsys):
         _parse(["--arch", "ode_transformer_rk4", "--encoder-ode-method", "rk5"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'rk5'" in capsys.readouterr().err
+
+
+# What every published architecture name set before the layer kind became an option, written once
+# from the architecture functions of commit 43c9dbf (vars(architecture_options(name))); never
+# regenerate it. Per name: the registered model, its layer kind, and the option values as
+# differences from the plain architecture of its task's model ("base").
+with open(os.path.join(os.path.dirname(__file__), "fixtures", "architectures.json"), encoding="utf-8") as f:
+    PUBLISHED_ARCHITECTURES = json.load(f)
+
+
+@pytest.mark.parametrize("arch", sorted(PUBLISHED_ARCHITECTURES["architectures"]))
+def test_every_published_architecture_selects_the_model_layer_kind_and_options_it_selected(arch):
+    published = PUBLISHED_ARCHITECTURES["architectures"][arch]
+    model, kind = KIND_MODELS.get(published["model"], (published["model"], published["layer_kind"]))
+    base = PUBLISHED_ARCHITECTURES["base"][model]
+    expected = {k: v for k, v in {**base, **published["values"]}.items() if k not in published["unset"]}
+    args = vars(architecture_options(arch))
+    assert (ARCH_MODEL_NAME_REGISTRY[arch], args["layer_kind"]) == (model, kind)
+    assert {k: args.get(k) for k in expected} == expected
+
+
+def _flags(options):
+    return [f"--{key.replace('_', '-')}={value}" for key, value in options.items()]
+
+
+TINY_LM = dict(decoder_embed_dim=32, decoder_ffn_embed_dim=64, decoder_attention_heads=4, decoder_layers=2)
+LM = ["--task", "language_modeling"]
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("ode_transformer_nonauto", ["--arch", "ode_transformer", "--layer-kind", "time-dependent"]),
+        (
+            "stable_ode_transformer",
+            ["--arch", "ode_transformer", "--layer-kind", "stable", "--ode-field", "parallel-branch"]
+            + ["--encoder-share-group-size", "2", "--decoder-share-group-size", "2"],
+        ),
+        ("ode_transformer_lm_nonauto", [*LM, "--arch", "ode_transformer_lm", "--layer-kind", "time-dependent"]),
+        (
+            "stable_ode_transformer_lm",
+            [*LM, "--arch", "ode_transformer_lm", "--layer-kind", "stable", "--ode-field", "parallel-branch"]
+            + ["--decoder-share-group-size", "2"],
+        ),
+    ],
+)
+def test_layer_kind_option_builds_the_model_of_the_old_architecture_name(old, new):
+    """Same parameters (names, and values from the same seed) and the same log-probabilities."""
+    language_model = new[0] == LM[0]
+    sizes = _flags(TINY_LM if language_model else TINY)
+    old_args = [*LM, "--arch", old] if language_model else ["--arch", old]
+    task = TinyTask()
+    src, lengths, prev = random_batch(task, [5, 3, 6])
+    results = []
+    for argv in (old_args, new):
+        args = _parse([*argv, *sizes])
+        torch.manual_seed(0)
+        model = ARCH_MODEL_REGISTRY[args.arch].build_model(args, task).eval()
+        with torch.no_grad():
+            out = model(prev) if language_model else model(src, lengths, prev)
+            results.append((model.layer_kind, model.state_dict(), model.get_normalized_probs(out, log_probs=True)))
+    (old_kind, old_state, old_out), (new_kind, new_state, new_out) = results
+    assert old_kind == new_kind != "standard"
+    assert list(new_state) == list(old_state)
+    assert all(torch.equal(new_state[k], old_state[k]) for k in old_state)
+    assert torch.equal(new_out, old_out)

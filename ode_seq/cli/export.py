@@ -29,7 +29,7 @@ import argparse
 import glob
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from fairseq import checkpoint_utils
 from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
@@ -38,11 +38,8 @@ from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint, serialize
 from ode_seq.export import PlainTransformer, m2m100, ode_m2m100, ode_xglm, plain_transformer
 from ode_seq.export.hf_folder import TOKENIZERS, TextProcessing
 from ode_seq.fairseq_fixes import apply_fixes
-from ode_seq.models import (
-    NonAutonomousODETransformerLanguageModel,
-    NonAutonomousODETransformerModel,
-    ODETransformerLanguageModel,
-)
+from ode_seq.models import ODETransformerLanguageModel
+from ode_seq.models.architectures import architecture_layer_kind
 from ode_seq.output_files import (
     check_output_directory,
     check_output_file,
@@ -123,28 +120,37 @@ def load_model(args: argparse.Namespace):
     if args.data is not None:
         overrides["data"] = args.data
     if args.encoder_steps or args.decoder_steps or args.to != "fairseq":
-        check_options_fit_model(args, checkpoint_model_class(args.path))
+        check_options_fit_model(args, *checkpoint_model(args.path))
     (model,), cfg, task = checkpoint_utils.load_model_ensemble_and_task([args.path], arg_overrides=overrides)
     return model.eval(), cfg.model, task
 
 
-def checkpoint_model_class(path: str) -> Optional[type]:
-    """The registered model class of the checkpoint's architecture (None if not registered)."""
+def checkpoint_model(path: str) -> Tuple[Optional[type], Optional[str]]:
+    """The registered model class of the checkpoint's architecture (None if not registered) and
+    its layer kind (None if not an ODE model)."""
     model_cfg = load_checkpoint(path)["cfg"]["model"]
     arch = getattr(model_cfg, "arch", None) or getattr(model_cfg, "_name", None)
-    return ARCH_MODEL_REGISTRY.get(arch)
+    return ARCH_MODEL_REGISTRY.get(arch), architecture_layer_kind(model_cfg)
 
 
-def check_options_fit_model(args: argparse.Namespace, model_class: Optional[type]) -> None:
-    """Step counts for non-autonomous models only; a language model has no encoder."""
+def check_options_fit_model(args: argparse.Namespace, model_class: Optional[type], layer_kind: Optional[str]) -> None:
+    """Step counts for non-autonomous models (layer kind time-dependent) only; a language model
+    has no encoder."""
     model_class = model_class or object
+    non_autonomous = layer_kind == "time-dependent"
     if issubclass(model_class, ODETransformerLanguageModel):
         if args.encoder_steps:
             raise ValueError("--encoder-steps: a language model has no encoder; pass --decoder-steps")
-        if args.decoder_steps and not issubclass(model_class, NonAutonomousODETransformerLanguageModel):
-            raise ValueError("--decoder-steps applies to ode_transformer_lm_nonauto language models")
-    elif (args.encoder_steps or args.decoder_steps) and not issubclass(model_class, NonAutonomousODETransformerModel):
-        raise ValueError("--encoder-steps and --decoder-steps apply to ode_transformer_nonauto models")
+        if args.decoder_steps and not non_autonomous:
+            raise ValueError(
+                "--decoder-steps applies to language models of the time-dependent layer kind "
+                "(ode_transformer_lm_nonauto, or --layer-kind time-dependent)"
+            )
+    elif (args.encoder_steps or args.decoder_steps) and not non_autonomous:
+        raise ValueError(
+            "--encoder-steps and --decoder-steps apply to models of the time-dependent layer kind "
+            "(ode_transformer_nonauto, or --layer-kind time-dependent)"
+        )
 
 
 def fairseq_state(args: argparse.Namespace, plain: PlainTransformer) -> Dict[str, Any]:

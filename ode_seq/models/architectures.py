@@ -1,169 +1,164 @@
-"""Named architectures of the ODE models: a size preset plus an ODE setting each.
+"""Named architectures of the ODE translation model: a size preset plus an ODE setting each, one
+table (:data:`ARCHITECTURES`) registered in one loop.
 
-Values here are defaults: anything given on the command line wins (fairseq leaves unset
-model options out of ``args``, and these functions only fill what is missing).
+A setting is option values, the layer kind among them (``layer_kind``); values are defaults:
+anything given on the command line wins (fairseq leaves unset model options out of ``args``, and
+the architecture fills only what is missing). fairseq runs the architecture again on a loaded
+checkpoint's options, so a checkpoint saved before ``--layer-kind`` existed (as
+``ode_transformer_nonauto_small`` or ``stable_ode_transformer``) takes its kind from its name.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from fairseq.models import register_model_architecture
+from fairseq.models import ARCH_CONFIG_REGISTRY, MODEL_REGISTRY, register_model_architecture
 from fairseq.models.transformer import base_architecture
 
 from ode_seq.options import option_defaults
 
-from .nonautonomous import NonAutonomousODETransformerModel
-from .ode_transformer import ODETransformerModel
-from .stable_ode_transformer import StableODETransformerModel
+from .ode_transformer import ODETransformerModel  # noqa: F401  (registers the model)
+
+WHOLE_STACK = "the stack's layers"
+"""A ``--*-share-group-size`` default: one layer shared over the whole stack (its layer count,
+given or the size's), integrated over [0, L]."""
+
+
+@dataclass(frozen=True, eq=False)
+class Architecture:
+    """A fairseq architecture function: ``defaults`` fill every option the command line left
+    unset (a share group of :data:`WHOLE_STACK` becomes the stack's layer count), then fairseq's
+    ``base`` architecture function fills the rest."""
+
+    defaults: Dict[str, Any]
+    base: Callable[[Any], None]
+
+    def __call__(self, args: Any) -> None:
+        whole_stack = [key for key, value in self.defaults.items() if value == WHOLE_STACK]
+        for key, value in self.defaults.items():
+            if key not in whole_stack and getattr(args, key, None) is None:
+                setattr(args, key, value)
+        for key in whole_stack:
+            if getattr(args, key, None) is None:
+                setattr(args, key, getattr(args, key.replace("share_group_size", "layers")))
+        self.base(args)
+
+
+def register_architectures(
+    model_name: str,
+    table: Mapping[str, Tuple[str, str]],
+    sizes: Mapping[str, Dict[str, Any]],
+    settings: Mapping[str, Dict[str, Any]],
+    base: Callable[[Any], None],
+) -> None:
+    """Register every architecture name → (setting, size) of ``table`` for model ``model_name``:
+    the model's option defaults under the size's values under the setting's."""
+    defaults: Dict[str, Any] = {}
+    for options_class, side in MODEL_REGISTRY[model_name].option_classes():
+        defaults.update(option_defaults(options_class, side))
+    for name, (setting, size) in table.items():
+        architecture = Architecture({**defaults, **sizes[size], **settings[setting]}, base)
+        register_model_architecture(model_name, name)(architecture)
+
+
+def architecture_layer_kind(model_cfg: Any) -> Optional[str]:
+    """The layer kind of the model that fairseq's model options ``model_cfg`` (a checkpoint's
+    ``cfg.model``) configure: its ``--layer-kind``, else its architecture's (a checkpoint saved
+    before the option existed); None when the architecture is not one of these tables'."""
+    arch = getattr(model_cfg, "arch", None) or getattr(model_cfg, "_name", None)
+    architecture = ARCH_CONFIG_REGISTRY.get(arch)
+    if not isinstance(architecture, Architecture):
+        return None
+    return getattr(model_cfg, "layer_kind", None) or architecture.defaults["layer_kind"]
+
+
+def encoder_decoder_size(
+    embed_dim: int, ffn_embed_dim: int, attention_heads: int, encoder_layers: int, decoder_layers: int, dropout: float
+) -> Dict[str, Any]:
+    """The options of a pre-norm encoder-decoder of these sizes (both stacks of one width)."""
+    values: Dict[str, Any] = {}
+    for side, layers in (("encoder", encoder_layers), ("decoder", decoder_layers)):
+        values.update(
+            {
+                f"{side}_embed_dim": embed_dim,
+                f"{side}_ffn_embed_dim": ffn_embed_dim,
+                f"{side}_attention_heads": attention_heads,
+                f"{side}_layers": layers,
+                f"{side}_normalize_before": True,
+            }
+        )
+    return dict(values, dropout=dropout, attention_dropout=0.1, activation_dropout=0.1)
+
 
 SIZES: Dict[str, Dict[str, Any]] = {
     # transformer-base (Vaswani et al.), pre-norm.
-    "base": dict(embed_dim=512, ffn_embed_dim=2048, attention_heads=8, encoder_layers=6, decoder_layers=6, dropout=0.1),
+    "base": encoder_decoder_size(512, 2048, 8, 6, 6, dropout=0.1),
     # a CPU-sized model for demos and tests.
-    "small": dict(
-        embed_dim=256, ffn_embed_dim=1024, attention_heads=4, encoder_layers=3, decoder_layers=3, dropout=0.1
-    ),
+    "small": encoder_decoder_size(256, 1024, 4, 3, 3, dropout=0.1),
     # the paper's big models: d=1024, FFN 4096, 16 heads, dropout 0.3.
-    "big": dict(
-        embed_dim=1024, ffn_embed_dim=4096, attention_heads=16, encoder_layers=6, decoder_layers=6, dropout=0.3
-    ),
-    "big_e12": dict(
-        embed_dim=1024, ffn_embed_dim=4096, attention_heads=16, encoder_layers=12, decoder_layers=6, dropout=0.3
-    ),
+    "big": encoder_decoder_size(1024, 4096, 16, 6, 6, dropout=0.3),
+    "big_e12": encoder_decoder_size(1024, 4096, 16, 12, 6, dropout=0.3),
 }
 
+RK2_LEARNED = dict(encoder_ode_method="heun", ode_coefficients="learned")
 RPR_8 = dict(encoder_relative_positions=8, decoder_relative_positions=8)
 # PCformer (Li et al., 2024) as its Figure 1 draws it: an RK4 predictor with EMA weights and the
 # 4-step multistep corrector (M = 3) in the encoder; the decoder stays Euler, as in ODE
 # Transformer's WMT systems and PCformer's public code. The WMT sizes are those of the ODE
 # Transformer system the paper compares with (big 12-6, relative positions ±8).
 PCFORMER = dict(encoder_ode_method="rk4", ode_coefficients="ema", encoder_ode_corrector="multistep")
+PARALLEL = dict(ode_field="parallel-branch")
+# Tong et al. (2025): weights θ(τ), Euler on [0, 1] with L steps. "parity": the low-rank form
+# sized to transformer-base's parameter count; "parallel": the paper's field (attention and FFN
+# on the same input) with its code's one time network per weight.
+NONAUTO = dict(layer_kind="time-dependent")
+# ODE-ViT's stable field: one shared layer per stack in the parallel form, dot or L2 attention.
+STABLE = dict(PARALLEL, layer_kind="stable", encoder_share_group_size=WHOLE_STACK, decoder_share_group_size=WHOLE_STACK)
 
-ARCHITECTURES: Dict[str, tuple] = {
-    "ode_transformer_euler": ("base", dict()),
-    "ode_transformer_rk2": ("base", dict(encoder_ode_method="heun")),
-    "ode_transformer_rk3": ("base", dict(encoder_ode_method="rk3")),
-    "ode_transformer_rk4": ("base", dict(encoder_ode_method="rk4")),
-    "ode_transformer_rk2_learned": ("base", dict(encoder_ode_method="heun", ode_coefficients="learned")),
-    "ode_transformer_rk4_encdec": ("base", dict(encoder_ode_method="rk4", decoder_ode_method="rk4")),
-    "ode_transformer_euler_small": ("small", dict()),
-    "ode_transformer_rk2_learned_small": ("small", dict(encoder_ode_method="heun", ode_coefficients="learned")),
-    "ode_transformer_rk4_small": ("small", dict(encoder_ode_method="rk4")),
-    "ode_transformer_rk4_encdec_small": ("small", dict(encoder_ode_method="rk4", decoder_ode_method="rk4")),
+SETTINGS: Dict[str, Dict[str, Any]] = {
+    "euler": {},
+    "rk2": dict(encoder_ode_method="heun"),
+    "rk3": dict(encoder_ode_method="rk3"),
+    "rk4": dict(encoder_ode_method="rk4"),
+    "rk2_learned": RK2_LEARNED,
+    "rk4_encdec": dict(encoder_ode_method="rk4", decoder_ode_method="rk4"),
     # Zhong et al. (2022): parallel attention∥FFN layers (Euler), and weight-shared encoders
     # integrated by RK4 (6 steps over [0, 6]) or adaptively by dopri5.
-    "ode_transformer_parallel": ("base", dict(ode_field="parallel-branch")),
-    "ode_transformer_parallel_shared_rk4": (
-        "base",
-        dict(ode_field="parallel-branch", encoder_ode_method="rk4", encoder_share_group_size=6),
-    ),
-    "ode_transformer_parallel_shared_dopri5": (
-        "base",
-        dict(ode_field="parallel-branch", encoder_ode_method="dopri5", encoder_share_group_size=6),
-    ),
-    "ode_transformer_euler_wmt_en_de_big": ("big", dict()),
-    "ode_transformer_rk2_learned_wmt_en_de_big": ("big", dict(encoder_ode_method="heun", ode_coefficients="learned")),
-    "ode_transformer_euler_rpr_wmt_en_de_big_e12": ("big_e12", dict(RPR_8)),
-    "ode_transformer_rk2_learned_rpr_wmt_en_de_big_e12": (
-        "big_e12",
-        dict(encoder_ode_method="heun", ode_coefficients="learned", **RPR_8),
-    ),
-    "pcformer_small": ("small", PCFORMER),
-    "pcformer_wmt_en_de_big": ("big_e12", dict(PCFORMER, **RPR_8)),
-    "pcformer_wmt_en_fr_big": ("big_e12", dict(PCFORMER, **RPR_8)),
+    "parallel": PARALLEL,
+    "parallel_shared_rk4": dict(PARALLEL, encoder_ode_method="rk4", encoder_share_group_size=6),
+    "parallel_shared_dopri5": dict(PARALLEL, encoder_ode_method="dopri5", encoder_share_group_size=6),
+    "euler_rpr": RPR_8,
+    "rk2_learned_rpr": dict(RK2_LEARNED, **RPR_8),
+    "pcformer": PCFORMER,
+    "pcformer_rpr": dict(PCFORMER, **RPR_8),
     # The public code's corrector: F at a DLCL mix of normalised states, output another mix.
-    "pcformer_dlcl_wmt_en_de_big": ("big_e12", dict(PCFORMER, encoder_ode_corrector="dlcl", **RPR_8)),
+    "pcformer_dlcl_rpr": dict(PCFORMER, encoder_ode_corrector="dlcl", **RPR_8),
+    "nonauto": NONAUTO,
+    "nonauto_parity": dict(NONAUTO, time_weights="low-rank", time_embed_dim=16, time_rank=1600),
+    "nonauto_parallel": dict(NONAUTO, ode_field="parallel-branch", time_network="per-weight"),
+    "stable": STABLE,
+    "stable_l2": dict(STABLE, attention_kernel="l2"),
 }
 
-
-def _preset_values(size: str) -> Dict[str, Any]:
-    s = SIZES[size]
-    values: Dict[str, Any] = {}
-    for side in ("encoder", "decoder"):
-        values.update(
-            {
-                f"{side}_embed_dim": s["embed_dim"],
-                f"{side}_ffn_embed_dim": s["ffn_embed_dim"],
-                f"{side}_attention_heads": s["attention_heads"],
-                f"{side}_layers": s[f"{side}_layers"],
-                f"{side}_normalize_before": True,
-            }
-        )
-    values.update(dropout=s["dropout"], attention_dropout=0.1, activation_dropout=0.1)
-    return values
-
-
-def fill_defaults(model: type, values: Dict[str, Any], base: Callable[[Any], None]) -> Callable[[Any], None]:
-    """A fairseq architecture function for ``model``: ``values`` over the defaults of the model's
-    ODE options, filling only what the command line left unset, then fairseq's ``base``
-    architecture function for the rest."""
-    defaults: Dict[str, Any] = {}
-    for options_class, side in model.option_classes():
-        defaults.update(option_defaults(options_class, side))
-    defaults.update(values)
-
-    def architecture(args) -> None:
-        for key, value in defaults.items():
-            if getattr(args, key, None) is None:
-                setattr(args, key, value)
-        base(args)
-
-    return architecture
-
-
-def make_architecture(model: type, size: str, options: Dict[str, Any]) -> Callable[[Any], None]:
-    """The architecture of size preset ``size`` with ODE settings ``options``."""
-    return fill_defaults(model, {**_preset_values(size), **options}, base_architecture)
-
-
-def one_shared_layer(architecture: Callable[[Any], None], layers: Dict[str, int]) -> Callable[[Any], None]:
-    """``architecture`` with each stack's share group defaulting to all its layers (``layers``:
-    the preset's layers of each stack)."""
-
-    def shared(args) -> None:
-        for side, preset in layers.items():
-            if getattr(args, f"{side}_share_group_size", None) is None:
-                setattr(args, f"{side}_share_group_size", getattr(args, f"{side}_layers", None) or preset)
-        architecture(args)
-
-    return shared
-
-
-register_model_architecture("ode_transformer", "ode_transformer")(
-    make_architecture(ODETransformerModel, "base", dict())
-)
-for _name, (_size, _options) in ARCHITECTURES.items():
-    register_model_architecture("ode_transformer", _name)(make_architecture(ODETransformerModel, _size, _options))
-
-# Tong et al. (2025): weights θ(τ), Euler on [0, 1] with L steps. "paper": d_e = 20;
-# "parity": the low-rank form sized to transformer-base's parameter count; "parallel": the
-# paper's field (attention and FFN on the same input) with its code's one time network per weight.
-PAPER_FIELD = dict(ode_field="parallel-branch", time_network="per-weight")
-NONAUTONOMOUS_ARCHITECTURES: Dict[str, tuple] = {
-    "ode_transformer_nonauto": ("base", dict()),
-    "ode_transformer_nonauto_parity": ("base", dict(time_weights="low-rank", time_embed_dim=16, time_rank=1600)),
-    "ode_transformer_nonauto_parallel": ("base", dict(PAPER_FIELD)),
-    "ode_transformer_nonauto_small": ("small", dict()),
-    "ode_transformer_nonauto_parallel_small": ("small", dict(PAPER_FIELD)),
+# Architecture name: (setting, size).
+ARCHITECTURES: Dict[str, Tuple[str, str]] = {
+    "ode_transformer": ("euler", "base"),
+    **{f"ode_transformer_{s}": (s, "base") for s in ("euler", "rk2", "rk3", "rk4", "rk2_learned", "rk4_encdec")},
+    **{f"ode_transformer_{s}_small": (s, "small") for s in ("euler", "rk2_learned", "rk4", "rk4_encdec")},
+    **{f"ode_transformer_{s}": (s, "base") for s in ("parallel", "parallel_shared_rk4", "parallel_shared_dopri5")},
+    "ode_transformer_euler_wmt_en_de_big": ("euler", "big"),
+    "ode_transformer_rk2_learned_wmt_en_de_big": ("rk2_learned", "big"),
+    "ode_transformer_euler_rpr_wmt_en_de_big_e12": ("euler_rpr", "big_e12"),
+    "ode_transformer_rk2_learned_rpr_wmt_en_de_big_e12": ("rk2_learned_rpr", "big_e12"),
+    "pcformer_small": ("pcformer", "small"),
+    "pcformer_wmt_en_de_big": ("pcformer_rpr", "big_e12"),
+    "pcformer_wmt_en_fr_big": ("pcformer_rpr", "big_e12"),
+    "pcformer_dlcl_wmt_en_de_big": ("pcformer_dlcl_rpr", "big_e12"),
+    **{f"ode_transformer_{s}": (s, "base") for s in ("nonauto", "nonauto_parity", "nonauto_parallel")},
+    **{f"ode_transformer_{s}_small": (s, "small") for s in ("nonauto", "nonauto_parallel")},
+    **{f"stable_ode_transformer{s}": (f"stable{s}", "base") for s in ("", "_l2")},
+    **{f"stable_ode_transformer{s}_small": (f"stable{s}", "small") for s in ("", "_l2")},
 }
-for _name, (_size, _options) in NONAUTONOMOUS_ARCHITECTURES.items():
-    register_model_architecture("ode_transformer_nonauto", _name)(
-        make_architecture(NonAutonomousODETransformerModel, _size, _options)
-    )
 
-# One shared stable layer per stack in the parallel form, dot or L2 attention.
-PARALLEL = dict(ode_field="parallel-branch")
-STABLE_ARCHITECTURES: Dict[str, tuple] = {
-    "stable_ode_transformer": ("base", dict(PARALLEL)),
-    "stable_ode_transformer_l2": ("base", dict(PARALLEL, attention_kernel="l2")),
-    "stable_ode_transformer_small": ("small", dict(PARALLEL)),
-    "stable_ode_transformer_l2_small": ("small", dict(PARALLEL, attention_kernel="l2")),
-}
-for _name, (_size, _options) in STABLE_ARCHITECTURES.items():
-    register_model_architecture("stable_ode_transformer", _name)(
-        one_shared_layer(
-            make_architecture(StableODETransformerModel, _size, _options),
-            {side: SIZES[_size][f"{side}_layers"] for side in ("encoder", "decoder")},
-        )
-    )
+register_architectures("ode_transformer", ARCHITECTURES, SIZES, SETTINGS, base_architecture)

@@ -1,9 +1,11 @@
 """The ODE options of a model, each declared once as a dataclass field (:mod:`ode_seq.options`).
 
 ``StackOptions`` are given per side (``--encoder-ode-method``, ``--decoder-ode-method``, …),
-``ODEOptions`` once for both stacks (``--ode-coefficients``, …); a layer kind adds its own class
-(``TimeConfig``, ``StableConfig``). :meth:`ModelOptions.read` reads all of them from fairseq's
-config and validates them, with messages that name the option, the value and the fix.
+``ODEOptions`` once for both stacks (``--ode-coefficients``, …); ``KindSelection`` chooses the layer
+kind (``--layer-kind``), and every registered kind adds its own class (``TimeConfig``,
+``StableConfig``), whose options the other kinds refuse (:func:`check_kind_options`).
+:meth:`ModelOptions.read` reads all of them from fairseq's config and validates them, with
+messages that name the option, the value and the fix.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import difflib
 import logging
 import math
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar, Optional, Sequence, Tuple, Type
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
 
+from ode_seq.layers import LAYER_KINDS
+from ode_seq.layers.blocks import BlockClasses
 from ode_seq.layers.fields import FIELD_FORMS
 from ode_seq.layers.kind import LayerKind
 from ode_seq.layers.layer_history import HISTORY_TYPES
@@ -288,6 +292,71 @@ class ChangeAllowance:
     )
 
 
+def layer_kinds(side: Optional[str] = None) -> Tuple[str, ...]:
+    """The registered layer kinds (:data:`ode_seq.layers.LAYER_KINDS`)."""
+    return tuple(LAYER_KINDS)
+
+
+@dataclass(frozen=True)
+class KindSelection:
+    """The layer kind of every block of the model."""
+
+    prefix: ClassVar[str] = ""
+    layer_kind: str = option(
+        "standard",
+        "the layer every block integrates: standard (fairseq's), time-dependent (weights theta(tau), "
+        "a stack is one block over its depth), stable (CenterNorm, spectral-norm-1 projections), or a "
+        "kind a plugin registers; a kind's own options (--time-* of time-dependent, "
+        "--attention-kernel of stable, ...) are refused with the other kinds",
+        choices=layer_kinds,
+    )
+
+    @staticmethod
+    def of(cfg: Any) -> str:
+        """The layer kind fairseq's config ``cfg`` selects (standard when it names none)."""
+        return getattr(cfg, "layer_kind", None) or "standard"
+
+
+def kind_classes(kind: str) -> BlockClasses:
+    """The block classes of layer kind ``kind``; ValueError naming the registered kinds."""
+    if kind not in LAYER_KINDS:
+        raise ValueError(
+            f"--layer-kind {kind!r} is not a registered layer kind; choose one of: {', '.join(LAYER_KINDS)} "
+            "(a kind defined outside ode-seq is registered when its module is imported, e.g. by --user-dir)"
+        )
+    return LAYER_KINDS[kind]
+
+
+def kind_option_owners(extra: Sequence[Tuple[type, str]] = ()) -> Dict[type, List[str]]:
+    """Every registered kind's options class, and the (options class, kind) pairs ``extra`` (a
+    model's options that one kind takes), with the kinds that take it."""
+    owners: Dict[type, List[str]] = {}
+    pairs = [(classes.kind.options_class, name) for name, classes in LAYER_KINDS.items()]
+    for options_class, kind in [*pairs, *extra]:
+        if options_class is not None:
+            owners.setdefault(options_class, []).append(kind)
+    return owners
+
+
+def check_kind_options(cfg: Any, kind: str, owners: Dict[type, List[str]]) -> None:
+    """ValueError for an option of another layer kind than ``kind`` set away from its default in
+    fairseq's config ``cfg`` (``owners``: :func:`kind_option_owners`): no block would read it."""
+    for options_class, kinds in owners.items():
+        if kind in kinds:
+            continue
+        for f in fields(options_class):
+            value = getattr(cfg, option_name(options_class, f.name), None)
+            if value is None or value == f.default:
+                continue
+            name = flag(options_class, f.name)
+            given = name if value is True else f"{name} {value}"
+            raise ValueError(
+                f"{given} is an option of the {' and '.join(kinds)} layer kind, but the model's layers are "
+                f"of kind {kind} (--layer-kind, or its --arch), which would ignore it: pass --layer-kind "
+                f"{kinds[0]} (or an --arch of that kind), or leave {name} out"
+            )
+
+
 def check_misspelt_options(cfg: Any, classes: Sequence[Tuple[type, Optional[str]]]) -> None:
     """ValueError for a setting in fairseq's config ``cfg`` whose name is one letter or so away
     from an option of ``classes`` ((options class, side) pairs) without being one: a misspelt
@@ -318,10 +387,13 @@ class ModelOptions:
         return self.encoder if side == "encoder" else self.decoder
 
     @classmethod
-    def read(cls, cfg: Any, kind: Type[LayerKind], sides: Sequence[str] = SIDES) -> "ModelOptions":
+    def read(
+        cls, cfg: Any, kind: Type[LayerKind], sides: Sequence[str], declared: Sequence[Tuple[type, Optional[str]]]
+    ) -> "ModelOptions":
         """The options in fairseq's model config ``cfg`` (a TransformerConfig) for a model of
         layer kind ``kind`` with the stacks ``sides`` (a language model has only the decoder;
-        a missing stack keeps the defaults and is not validated), validated."""
+        a missing stack keeps the defaults and is not validated), validated; ``declared``: the
+        (options class, side) pairs of every option the model declares."""
         stacks = []
         for side in SIDES:
             stack = read_options(cfg, StackOptions, side) if side in sides else StackOptions()
@@ -330,12 +402,7 @@ class ModelOptions:
             stacks.append(stack)
         kind_options = read_options(cfg, kind.options_class) if kind.options_class else None
         options = cls(*stacks, read_options(cfg, ODEOptions), kind_options)
-        check_misspelt_options(
-            cfg,
-            [(StackOptions, side) for side in sides]
-            + [(ODEOptions, None), (ChangeAllowance, None)]
-            + ([(kind.options_class, None)] if kind.options_class else []),
-        )
+        check_misspelt_options(cfg, declared)
         options.validate(cfg, kind, sides)
         return options
 

@@ -1,12 +1,12 @@
-"""fairseq models ``ode_transformer_lm``, ``ode_transformer_lm_nonauto`` and
-``stable_ode_transformer_lm``: decoder-only language models with Runge–Kutta blocks, for fairseq's
-``language_modeling`` task.
+"""fairseq model ``ode_transformer_lm``: a decoder-only language model with Runge–Kutta blocks, for
+fairseq's ``language_modeling`` task.
 
-Each is fairseq's ``transformer_lm`` (:class:`TransformerLanguageModel`: its options, input
+It is fairseq's ``transformer_lm`` (:class:`TransformerLanguageModel`: its options, input
 embeddings, adaptive input and softmax, hub interface, ``fairseq-eval-lm`` and generation) whose
 decoder is :class:`ODETransformerDecoder` without encoder attention: every layer a block of the
-model's layer kind, with one self-attention cache per (block, step, stage). Only the decoder's
-ODE options exist (``--decoder-ode-method``, ``--decoder-ode-steps``, ``--ode-coefficients``, …).
+model's layer kind (``--layer-kind``), with one self-attention cache per (block, step, stage).
+Only the decoder's ODE options exist (``--decoder-ode-method``, ``--decoder-ode-steps``,
+``--ode-coefficients``, …).
 """
 
 from __future__ import annotations
@@ -100,19 +100,3 @@ class ODETransformerLanguageModel(ODEModel, TransformerLanguageModel):
             cfg, task.target_dictionary, embed_tokens, options, classes, no_encoder_attn=True
         )
         return cls(args, decoder)
-
-
-@register_model("ode_transformer_lm_nonauto")
-class NonAutonomousODETransformerLanguageModel(ODETransformerLanguageModel):
-    """The decoder as one non-autonomous ODE with weights θ(τ) (Tong et al., 2025), integrated
-    over its depth [0, L] with ``--decoder-ode-steps`` steps (default L)."""
-
-    layer_kind: ClassVar[str] = "time-dependent"
-
-
-@register_model("stable_ode_transformer_lm")
-class StableODETransformerLanguageModel(ODETransformerLanguageModel):
-    """Blocks of the stable layer kind: CenterNorm, bias-free spectral-norm-1 projections, dot
-    or L2 attention (``--attention-kernel``)."""
-
-    layer_kind: ClassVar[str] = "stable"

@@ -1,5 +1,6 @@
-"""Named architectures of the ODE language models: a size preset of fairseq's ``transformer_lm``
-family plus an ODE setting each.
+"""Named architectures of the ODE language model: a size preset of fairseq's ``transformer_lm``
+family plus an ODE setting each (the layer kind among its options), one table
+(:data:`LM_ARCHITECTURES`) registered in one loop.
 
 The sizes are fairseq's: ``lm`` is ``--arch transformer_lm`` (its dataclass defaults),
 ``gpt2_tiny`` and ``gpt2_small`` are ``transformer_lm_gpt2_tiny`` / ``_gpt2_small``, ``wiki103``
@@ -12,13 +13,12 @@ defaults: the command line wins.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+from typing import Any, Dict, Tuple
 
-from fairseq.models import MODEL_REGISTRY, register_model_architecture
 from fairseq.models.transformer_lm import base_lm_architecture
 
-from .architectures import fill_defaults, one_shared_layer
-from .language_model import ODETransformerLanguageModel  # noqa: F401  (registers the LM models)
+from .architectures import WHOLE_STACK, register_architectures
+from .language_model import ODETransformerLanguageModel  # noqa: F401  (registers the model)
 
 GPT2 = dict(dropout=0.1, attention_dropout=0.1, activation_fn="gelu")
 LM_SIZES: Dict[str, Dict[str, Any]] = {
@@ -56,51 +56,31 @@ LM_SIZES: Dict[str, Dict[str, Any]] = {
     ),
 }
 
-# ODE settings: (model, options).
-LM_SETTINGS: Dict[str, tuple] = {
-    "euler": ("ode_transformer_lm", dict()),
-    "rk2": ("ode_transformer_lm", dict(decoder_ode_method="heun")),
-    "rk2_learned": ("ode_transformer_lm", dict(decoder_ode_method="heun", ode_coefficients="learned")),
-    "rk4": ("ode_transformer_lm", dict(decoder_ode_method="rk4")),
-    "parallel": ("ode_transformer_lm", dict(ode_field="parallel-branch")),
-    "nonauto": ("ode_transformer_lm_nonauto", dict()),
+# ODE settings: option values.
+LM_SETTINGS: Dict[str, Dict[str, Any]] = {
+    "euler": {},
+    "rk2": dict(decoder_ode_method="heun"),
+    "rk2_learned": dict(decoder_ode_method="heun", ode_coefficients="learned"),
+    "rk4": dict(decoder_ode_method="rk4"),
+    "parallel": dict(ode_field="parallel-branch"),
+    "nonauto": dict(layer_kind="time-dependent"),
     # PCformer (Li et al., 2024): RK4 predictor with EMA weights, multistep corrector (M = 3).
-    "pcformer": (
-        "ode_transformer_lm",
-        dict(decoder_ode_method="rk4", ode_coefficients="ema", decoder_ode_corrector="multistep"),
-    ),
+    "pcformer": dict(decoder_ode_method="rk4", ode_coefficients="ema", decoder_ode_corrector="multistep"),
+    # One shared stable layer over the whole depth [0, L], parallel field (as stable_ode_transformer).
+    "stable": dict(layer_kind="stable", ode_field="parallel-branch", decoder_share_group_size=WHOLE_STACK),
 }
+ODE_SETTINGS = ("euler", "rk2", "rk2_learned", "rk4", "parallel", "nonauto", "pcformer")
 
 # Architecture name: (setting, size).
-LM_ARCHITECTURES: Dict[str, tuple] = {
-    **{f"ode_transformer_lm_{setting}": (setting, "lm") for setting in LM_SETTINGS},
-    **{f"ode_transformer_lm_{s}_{size}": (s, size) for size in ("gpt2_tiny", "gpt2_small") for s in LM_SETTINGS},
+LM_ARCHITECTURES: Dict[str, Tuple[str, str]] = {
+    "ode_transformer_lm": ("euler", "lm"),
+    **{f"ode_transformer_lm_{setting}": (setting, "lm") for setting in ODE_SETTINGS},
+    **{f"ode_transformer_lm_{s}_{size}": (s, size) for size in ("gpt2_tiny", "gpt2_small") for s in ODE_SETTINGS},
     "ode_transformer_lm_euler_wiki103": ("euler", "wiki103"),
     "ode_transformer_lm_rk2_learned_wiki103": ("rk2_learned", "wiki103"),
     "ode_transformer_lm_pcformer_wiki103": ("pcformer", "wiki103"),
+    "stable_ode_transformer_lm": ("stable", "lm"),
+    **{f"stable_ode_transformer_lm_{size}": ("stable", size) for size in ("gpt2_tiny", "gpt2_small")},
 }
 
-
-def lm_architecture(model: str, size: str, options: Dict[str, Any]) -> Callable[[Any], None]:
-    """The architecture function of model ``model`` at size ``size`` with ODE settings ``options``."""
-    return fill_defaults(MODEL_REGISTRY[model], {**LM_SIZES[size], **options}, base_lm_architecture)
-
-
-register_model_architecture("ode_transformer_lm", "ode_transformer_lm")(lm_architecture("ode_transformer_lm", "lm", {}))
-for _name, (_setting, _size) in LM_ARCHITECTURES.items():
-    _model, _options = LM_SETTINGS[_setting]
-    register_model_architecture(_model, _name)(lm_architecture(_model, _size, _options))
-
-# One shared stable layer over the whole depth [0, L], parallel field (as stable_ode_transformer).
-STABLE_LM_ARCHITECTURES: Dict[str, str] = {
-    "stable_ode_transformer_lm": "lm",
-    "stable_ode_transformer_lm_gpt2_tiny": "gpt2_tiny",
-    "stable_ode_transformer_lm_gpt2_small": "gpt2_small",
-}
-for _name, _size in STABLE_LM_ARCHITECTURES.items():
-    register_model_architecture("stable_ode_transformer_lm", _name)(
-        one_shared_layer(
-            lm_architecture("stable_ode_transformer_lm", _size, dict(ode_field="parallel-branch")),
-            {"decoder": LM_SIZES[_size]["decoder_layers"]},
-        )
-    )
+register_architectures("ode_transformer_lm", LM_ARCHITECTURES, LM_SIZES, LM_SETTINGS, base_lm_architecture)

@@ -1,27 +1,41 @@
 """fairseq model ``ode_transformer``: ODE Transformer (Li et al., 2022) on fairseq's Transformer.
 
 Each encoder/decoder layer becomes a Runge–Kutta block (:mod:`ode_seq.layers.blocks`) through
-fairseq's ``build_encoder`` / ``build_decoder`` hooks; everything else is fairseq's. A model of
-another layer kind is a subclass naming it in ``layer_kind``.
+fairseq's ``build_encoder`` / ``build_decoder`` hooks; everything else is fairseq's. The blocks'
+layer kind is an option, ``--layer-kind`` (standard, time-dependent, stable, or any kind
+registered in :data:`ode_seq.layers.LAYER_KINDS`), and every kind's options are the model's.
+
+``--init-from-teacher PATH`` (stable kind) copies embeddings, positions, final norms and output
+projection from a pre-norm fairseq transformer when the model is built for training; the model's
+args then record that it was done, so loading the student's checkpoints never needs the teacher.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import fields
 from typing import Any, ClassVar, Collection, Dict, List, Optional, Sequence, Tuple
 
 from fairseq.models import register_model
 from fairseq.models.transformer import TransformerConfig, TransformerModel
 from torch import Tensor, nn
 
-from ode_seq.layers import LAYER_KINDS
 from ode_seq.layers.blocks import BlockClasses
 from ode_seq.options import SIDES, add_arguments, option_name
 from ode_seq.solvers import EMAWeights, FreeWeights, MultistepCorrector, StageGate, StateHistory
 
-from .config import ChangeAllowance, ModelOptions, ODEOptions, StackOptions
+from .config import (
+    ChangeAllowance,
+    KindSelection,
+    ModelOptions,
+    ODEOptions,
+    StackOptions,
+    check_kind_options,
+    kind_classes,
+    kind_option_owners,
+)
 from .stacks import ODETransformerDecoder, ODETransformerEncoder
-from .teacher import interface_parameters
+from .teacher import TeacherInitialisation, copy_interface, interface_parameters, load_teacher
 
 logger = logging.getLogger(__name__)
 
@@ -119,15 +133,21 @@ def initialise_missing_coefficients(model: nn.Module, state_dict: Dict[str, Tens
 
 
 class ODEModel:
-    """What every ODE model adds to its fairseq model: the ODE options of its stacks and its layer
-    kind, checkpoint loading that explains parameters that do not fit, and the update count (for
-    the curricula of trajectory distillation). A model is this mixin over a fairseq model class, a
-    ``layer_kind``, the ``stacks`` it has and the fairseq options (``add_fairseq_args``) it starts
-    from."""
+    """What every ODE model adds to its fairseq model: the ODE options of its stacks, the layer
+    kind and every kind's options, checkpoint loading that explains parameters that do not fit,
+    and the update count (for the curricula of trajectory distillation). A model is this mixin
+    over a fairseq model class, the ``stacks`` it has, the fairseq options (``add_fairseq_args``)
+    it starts from and its own options that one kind takes (``kind_only_options``)."""
 
-    layer_kind: ClassVar[str] = "standard"
     stacks: ClassVar[Tuple[str, ...]] = SIDES
+    kind_only_options: ClassVar[Tuple[Tuple[type, str], ...]] = ()
+    """(options class, layer kind): options of the model that only blocks of that kind allow."""
     num_updates: int = 0
+
+    @property
+    def layer_kind(self) -> str:
+        """The layer kind of the model's blocks (``--layer-kind``)."""
+        return KindSelection.of(self.args)
 
     def set_num_updates(self, num_updates: int) -> None:
         super().set_num_updates(num_updates)
@@ -138,16 +158,13 @@ class ODEModel:
         return interface_parameters(self)
 
     @classmethod
-    def block_classes(cls) -> BlockClasses:
-        return LAYER_KINDS[cls.layer_kind]
-
-    @classmethod
     def option_classes(cls) -> List[Tuple[type, Optional[str]]]:
-        """(options class, side) of every option of the model beyond its fairseq model's."""
-        kind_options = cls.block_classes().kind.options_class
+        """(options class, side) of every option of the model beyond its fairseq model's: its
+        stacks', the shared ones, the layer kind and every kind's own."""
         stacks: List[Tuple[type, Optional[str]]] = [(StackOptions, side) for side in cls.stacks]
-        shared: List[Tuple[type, Optional[str]]] = [(ODEOptions, None), (ChangeAllowance, None)]
-        return stacks + shared + ([(kind_options, None)] if kind_options else [])
+        shared: List[Tuple[type, Optional[str]]] = [(ODEOptions, None), (ChangeAllowance, None), (KindSelection, None)]
+        kinds = kind_option_owners(cls.kind_only_options)
+        return stacks + shared + [(options_class, None) for options_class in kinds]
 
     @classmethod
     def add_fairseq_args(cls, parser) -> None:
@@ -162,17 +179,20 @@ class ODEModel:
 
     @classmethod
     def stack_inputs(cls, cfg) -> Tuple[TransformerConfig, ModelOptions, BlockClasses]:
-        """fairseq's config, the model's ODE options (read and validated), the block classes."""
+        """fairseq's config, the model's ODE options (read and validated), the block classes of
+        its layer kind (whose options only it may set)."""
         cfg = TransformerConfig.from_namespace(cfg)
-        classes = cls.block_classes()
-        return cfg, ModelOptions.read(cfg, classes.kind, cls.stacks), classes
+        kind = KindSelection.of(cfg)
+        classes = kind_classes(kind)
+        check_kind_options(cfg, kind, kind_option_owners(cls.kind_only_options))
+        return cfg, ModelOptions.read(cfg, classes.kind, cls.stacks, cls.option_classes()), classes
 
     def resolve_model_options(self, declared: Dict[str, Any]) -> Dict[str, Any]:
         """The options that define this model (``declared``: as configured) as its stacks compute
         with them: each stack's share group and steps as its solver takes them (the group size when
         --*-ode-steps is unset; none for an adaptive method, which chooses its own), without the
         options it does not read (the adaptive tolerances without an adaptive stack, a corrector's
-        history without a corrector)."""
+        history without a corrector, the other layer kinds' options)."""
         resolved = dict(declared)
         stacks = [(side, getattr(self, side).ode) for side in self.stacks]
         for side, stack in stacks:
@@ -183,6 +203,10 @@ class ODEModel:
         if not any(stack.adaptive for _, stack in stacks):
             for name in ODEOptions.ADAPTIVE_CONTROLS:
                 resolved.pop(option_name(ODEOptions, name), None)
+        for options_class, kinds in kind_option_owners(self.kind_only_options).items():
+            if self.layer_kind not in kinds:
+                for f in fields(options_class):
+                    resolved.pop(option_name(options_class, f.name), None)
         return resolved
 
     def upgrade_state_dict_named(self, state_dict: Dict[str, Tensor], name: str) -> None:
@@ -206,11 +230,22 @@ class ODEModel:
 
 @register_model("ode_transformer")
 class ODETransformerModel(ODEModel, TransformerModel):
-    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method``."""
+    """Transformer whose layers are Runge–Kutta blocks; see ``--encoder-ode-method`` and
+    ``--layer-kind``."""
+
+    kind_only_options: ClassVar[Tuple[Tuple[type, str], ...]] = ((TeacherInitialisation, "stable"),)
 
     @classmethod
     def add_fairseq_args(cls, parser) -> None:
         TransformerModel.add_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task):
+        model = super().build_model(args, task)
+        if getattr(args, "init_from_teacher", None) and not getattr(args, "initialised_from_teacher", False):
+            copy_interface(model, load_teacher(args.init_from_teacher, task))
+            args.initialised_from_teacher = True
+        return model
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Dict, List, Optional, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Union
 
 from fairseq import models
 from fairseq.models.transformer import TransformerModel
@@ -24,6 +25,7 @@ from torch import Tensor, nn
 
 from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.model_inputs import is_language_model, model_stacks
+from ode_seq.options import option
 from ode_seq.training_data.record import dictionary_mismatch, read_record
 
 Teacher = Union[TransformerModel, TransformerLanguageModel]
@@ -40,6 +42,19 @@ INTERFACE_MODULES = (
     "decoder.project_out_dim",
     "decoder.output_projection",
 )
+
+
+@dataclass(frozen=True)
+class TeacherInitialisation:
+    """Where the student's interface comes from."""
+
+    prefix: ClassVar[str] = ""
+    init_from_teacher: Optional[str] = option(
+        None,
+        "copy embeddings, positions, final norms and output projection from this "
+        "pre-norm fairseq transformer checkpoint when training starts (stable layer kind)",
+        metavar="PATH",
+    )
 
 
 def _teacher_args(state: Dict[str, Any], path: str) -> argparse.Namespace:

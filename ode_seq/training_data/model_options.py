@@ -51,6 +51,14 @@ HINTS = {"max_target_positions": " (a language model's is its --tokens-per-sampl
 
 Difference = Tuple[str, Any, Any]  # (option, recorded value, value of the model built now)
 
+# Models of one layer kind each, recorded before the kind became an option: (model, --layer-kind).
+KIND_MODELS = {
+    "ode_transformer_nonauto": ("ode_transformer", "time-dependent"),
+    "stable_ode_transformer": ("ode_transformer", "stable"),
+    "ode_transformer_lm_nonauto": ("ode_transformer_lm", "time-dependent"),
+    "stable_ode_transformer_lm": ("ode_transformer_lm", "stable"),
+}
+
 
 class OptionsMismatchError(DataMismatchError):
     """A model built with other options than those its checkpoint's parameters were trained with."""
@@ -97,9 +105,19 @@ def model_options(model: Any, cfg: Any) -> Dict[str, Any]:
     return resolve(options) if resolve else options
 
 
+def with_layer_kind(options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Recorded ``options`` of a model of one layer kind (:data:`KIND_MODELS`) as the model and
+    ``--layer-kind`` that are that model now; others unchanged."""
+    if options.get(MODEL) not in KIND_MODELS:
+        return options
+    model, kind = KIND_MODELS[options[MODEL]]
+    return {**options, MODEL: model, "layer_kind": kind}
+
+
 def differences(recorded: Mapping[str, Any], built: Mapping[str, Any]) -> List[Difference]:
     """The options recorded for a checkpoint whose value differs in the model built now (options
     one side does not know, as of another ode-seq version, are not compared)."""
+    recorded, built = with_layer_kind(recorded), with_layer_kind(built)
     return [(name, value, built[name]) for name, value in recorded.items() if name in built and built[name] != value]
 
 

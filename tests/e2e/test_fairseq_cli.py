@@ -10,7 +10,7 @@ import sacrebleu
 import torch
 
 from ode_seq.checkpoint_files import load_checkpoint
-from ode_seq.models.architectures import ARCHITECTURES
+from ode_seq.models.architectures import ARCHITECTURES, SETTINGS
 from tests.e2e.cli import TINY_MODEL, run
 from tests.e2e.corpus import WORDS, preprocess, write_reversal_corpus
 from tests.numerics import score_tolerance
@@ -202,7 +202,14 @@ def test_hub_interface_translates(data_bin, trained):
     assert line and all(tok in WORDS for tok in line[0].split()[1:])
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+# Those of the standard layer kind; the other kinds train through fairseq-train in the reliability
+# tests (ode_seq/models/families.py) and tests/stable/test_distillation_cli.py.
+STANDARD_ARCHITECTURES = sorted(
+    name for name, (setting, _) in ARCHITECTURES.items() if "layer_kind" not in SETTINGS[setting]
+)
+
+
+@pytest.mark.parametrize("arch", STANDARD_ARCHITECTURES)
 def test_every_architecture_trains_through_fairseq_train(data_bin, tmp_path, arch):
     """fairseq-train's entry point, run in this process (the console script's code without its
     seconds of start-up; the fixture ``trained`` runs the console script itself)."""

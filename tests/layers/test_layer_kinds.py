@@ -1,8 +1,10 @@
-"""A new vector field is one layer kind: a mixin and one registry line (docs/design.md)."""
+"""A new vector field is one layer kind: a mixin and one registry line (docs/design.md), and
+then a choice of ``--layer-kind``."""
 
 import pytest
 import torch
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+from fairseq.options import get_training_parser, parse_args_and_arch
 from torch import nn
 
 from ode_seq.layers import LAYER_KINDS, EncoderBlock, LayerKind, register_layer_kind
@@ -23,14 +25,11 @@ class BiasFreeFeedForward(LayerKind):
         return nn.Linear(input_dim, output_dim, bias=False)
 
 
-class BiasFreeModel(ODETransformerModel):
-    layer_kind = "bias-free-ffn"
-
-
 @pytest.mark.numerics
 def test_a_registered_kind_builds_rk4_blocks_of_its_own_field():
     torch.manual_seed(0)
-    model = BiasFreeModel.build_model(architecture_options("ode_transformer_rk4", **TINY), TinyTask()).double().eval()
+    args = architecture_options("ode_transformer_rk4", layer_kind="bias-free-ffn", **TINY)
+    model = ODETransformerModel.build_model(args, TinyTask()).double().eval()
     block = model.encoder.layers[0]
     assert isinstance(block, BiasFreeFeedForward) and isinstance(block, EncoderBlock)
     assert type(model.decoder.layers[0]) is LAYER_KINDS["bias-free-ffn"].decoder
@@ -47,3 +46,9 @@ def test_a_registered_kind_builds_rk4_blocks_of_its_own_field():
     k3 = G(y + k2 / 2)
     k4 = G(y + k3)
     assert_computes(block, lambda: block(y), y + (k1 + 2 * k2 + 2 * k3 + k4) / 6)
+
+
+def test_a_registered_kind_is_a_choice_of_the_command_line():
+    argv = ["data-bin", "--arch", "ode_transformer", "--layer-kind", "bias-free-ffn"]
+    args = parse_args_and_arch(get_training_parser(), argv)
+    assert args.layer_kind == "bias-free-ffn"

@@ -14,7 +14,7 @@ from fairseq.trainer import Trainer
 
 from ode_seq.layers import ode_blocks
 from ode_seq.models.in_process import parse_training_args
-from ode_seq.models.lm_architectures import LM_ARCHITECTURES, LM_SETTINGS, LM_SIZES, STABLE_LM_ARCHITECTURES
+from ode_seq.models.lm_architectures import LM_ARCHITECTURES, LM_SETTINGS, LM_SIZES
 from ode_seq.solvers import EMAWeights
 from tests.lm.conftest import TINY_TIME, lm_training_args
 
@@ -55,9 +55,7 @@ TINY_ADAPTIVE += ["--ddp-backend", "legacy_ddp"]
 
 def named_architectures():
     for arch, (setting, size) in LM_ARCHITECTURES.items():
-        yield arch, LM_SETTINGS[setting][1], size
-    for arch, size in STABLE_LM_ARCHITECTURES.items():
-        yield arch, dict(ode_field="parallel-branch"), size
+        yield arch, LM_SETTINGS[setting], size
 
 
 @pytest.mark.parametrize(

@@ -125,7 +125,7 @@ def test_non_autonomous_lm_evaluates_with_a_context_window_and_exports_to_a_plai
     [
         (["--encoder-steps", "3"], "a language model has no encoder"),
         (["--to", "ctranslate2"], "heun (--decoder-ode-method)"),
-        (["--decoder-steps", "3"], "--decoder-steps applies to ode_transformer_lm_nonauto"),
+        (["--decoder-steps", "3"], "--decoder-steps applies to language models of the time-dependent layer kind"),
     ],
 )
 def test_export_refuses_options_a_language_model_does_not_have(trained, tmp_path, capsys, extra, refusal):

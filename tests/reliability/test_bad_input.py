@@ -19,7 +19,6 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import pytest
 import torch
 from fairseq import tasks
-from fairseq.models import ARCH_MODEL_REGISTRY
 
 from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.models.in_process import parse_training_args
@@ -769,7 +768,7 @@ def _adaptive(*options: str) -> Tuple[str, List[str]]:
 
 
 # Invalid option values and combinations, per model family: (arch, options, problem, fix).
-_OPTION_ERRORS = {
+OPTION_ERRORS = {
     "ode: adaptive decoder": (
         "ode_transformer_rk4_small",
         ["--decoder-ode-method", "dopri5"],
@@ -861,9 +860,31 @@ _OPTION_ERRORS = {
         r"stable ODE blocks have no relative position keys",
         r"pass --encoder-relative-positions 0 --decoder-relative-positions 0",
     ),
+    "layer kind: unknown": (
+        "ode_transformer_rk4_small",
+        ["--layer-kind", "bogus"],
+        r"--layer-kind: invalid choice: 'bogus'",
+        r"choose from 'standard', 'stable', 'time-dependent'",
+    ),
+    "layer kind: another kind's option": (
+        "ode_transformer_rk4_small",
+        ["--time-rank", "3"],
+        r"--time-rank 3 is an option of the time-dependent layer kind, but the model's layers are of kind standard",
+        r"pass --layer-kind time-dependent \(or an --arch of that kind\), or leave --time-rank out",
+    ),
+    "layer kind: another kind's flag": (
+        "ode_transformer_nonauto_small",
+        ["--spectral-norm-constraint"],
+        r"--spectral-norm-constraint is an option of the stable layer kind, .* of kind time-dependent",
+        r"pass --layer-kind stable",
+    ),
+    "layer kind: a teacher's interface without the stable kind": (
+        "ode_transformer_rk4_small",
+        ["--init-from-teacher", "teacher.pt"],
+        r"--init-from-teacher teacher\.pt is an option of the stable layer kind",
+        r"pass --layer-kind stable",
+    ),
 }
-# Families whose code is not in this checkout (e.g. still being written) are left out.
-OPTION_ERRORS = {k: v for k, v in _OPTION_ERRORS.items() if v[0] in ARCH_MODEL_REGISTRY}
 
 
 @pytest.mark.parametrize("case", list(OPTION_ERRORS))

@@ -23,7 +23,7 @@ from fairseq import checkpoint_utils
 from fairseq.models.transformer import TransformerModel
 
 from ode_seq.checkpoint_files import load_checkpoint
-from ode_seq.training_data.model_options import OptionsMismatchError
+from ode_seq.training_data.model_options import OptionsMismatchError, differences
 from tests.e2e.cli import TINY_MODEL
 from tests.fixtures.make_fixtures import CHECKPOINTS, HERE
 from tests.fixtures.make_fixtures import TINY as FIXTURE_SIZES
@@ -367,6 +367,23 @@ def test_a_checkpoint_written_before_the_record_resumes_as_before_with_a_note(ca
         f"{path} has no record of the dictionaries or model options it was trained with (it was written before "
         "ode-seq recorded them): its data and the options of the model built are not checked against it"
     ]
+
+
+@pytest.mark.parametrize(
+    "recorded_model, model, kind",
+    [
+        ("ode_transformer_nonauto", "ode_transformer", "time-dependent"),
+        ("stable_ode_transformer", "ode_transformer", "stable"),
+        ("ode_transformer_lm_nonauto", "ode_transformer_lm", "time-dependent"),
+        ("stable_ode_transformer_lm", "ode_transformer_lm", "stable"),
+    ],
+)
+def test_a_record_of_a_model_of_one_layer_kind_is_the_task_model_with_that_layer_kind(recorded_model, model, kind):
+    """Checkpoints recorded before the layer kind was an option name the kind's own model."""
+    recorded = {"model": recorded_model, "decoder_layers": 2}
+    assert differences(recorded, {"model": model, "layer_kind": kind, "decoder_layers": 2}) == []
+    other = {"model": model, "layer_kind": "standard", "decoder_layers": 2}
+    assert differences(recorded, other) == [("layer_kind", kind, "standard")]
 
 
 def test_an_exported_checkpoint_records_the_exported_model_and_loads(world, tmp_path):

@@ -75,6 +75,6 @@ def trajectory_jasmin(
     if not penalties:
         raise ValueError(
             f"no attention probabilities were recorded in steps {first}..{total_steps - 1}: "
-            "JaSMin needs stable ODE blocks (a stable_ode_transformer model)"
+            "JaSMin needs stable ODE blocks (--layer-kind stable, as the stable_ode_transformer architectures)"
         )
     return torch.stack(penalties).mean()

@@ -5,7 +5,7 @@
 (:mod:`.jasmin`; n is fairseq's sample size, so after fairseq divides by n the
 penalty enters per token; the stacks are a translation model's encoder and decoder or a language
 model's decoder). The self-attention probabilities come from the stable ODE blocks of a
-``stable_ode_transformer`` (:mod:`ode_seq.layers.recording`).
+model of ``--layer-kind stable`` (:mod:`ode_seq.layers.recording`).
 """
 
 from contextlib import ExitStack, contextmanager

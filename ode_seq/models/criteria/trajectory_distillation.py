@@ -17,7 +17,7 @@ is loaded once, in eval mode and without gradients; it is kept outside the crite
 submodules, so it is never saved, optimised or wrapped by DDP. The student is an ODE model of the
 teacher's kind (``ode_transformer`` or ``ode_transformer_lm`` or one of their kinds; it records
 the update count); JaSMin needs stable
-blocks (``stable_ode_transformer``), other students take ``--jasmin-weight 0``. With
+blocks (``--layer-kind stable``), other students take ``--jasmin-weight 0``. With
 ``--init-from-teacher`` a stable student's interface (embeddings … output projection) can stay
 frozen for ``--freeze-interface-updates``. An ODE teacher distils into the same architecture with
 fewer iterations or steps (IIET's efficiency step): the student starts from the teacher's weights
@@ -156,7 +156,8 @@ class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
             raise ValueError(
                 f"--jasmin-weight {self.jasmin_weight}: JaSMin penalises the self-attention of stable "
                 f"ODE blocks, which this {type(student).__name__} student has none of: pass "
-                "--jasmin-weight 0, or distil into a stable_ode_transformer"
+                "--jasmin-weight 0, or distil into a student of --layer-kind stable (e.g. --arch "
+                "stable_ode_transformer_small)"
             )
         check_teacher_fits(self.teacher, student)
         for stack in model_stacks(student):
