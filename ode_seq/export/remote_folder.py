@@ -1,7 +1,7 @@
 """The custom code of an exported Hugging Face folder (``trust_remote_code=True``): the model's
 files from :mod:`.remote_code` and, copied unchanged, the files of ode-seq they import (``CARRIED``:
-the solver core with PCformer's predictor–corrector steps, and the layer field, which import only
-torch and each other)."""
+the solver core with PCformer's predictor–corrector steps and DLCL, the builder of a stack's
+solvers, and the layer field, which import only torch and each other)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ CARRIED = tuple(
         ("solvers", "tableaus.py"),
         ("solvers", "fixed_grid.py"),
         ("solvers", "predictor_corrector.py"),
+        ("solvers", "dlcl.py"),
+        ("solvers", "stack_solvers.py"),
         ("solvers", "observers.py"),
         ("solvers", "coefficients.py"),
         ("layers", "fields.py"),

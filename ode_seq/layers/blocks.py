@@ -11,10 +11,15 @@ method on its own field (:mod:`.sublayers`); ``block`` (RK-block, the default) i
 A block *is* fairseq's layer (a subclass), so it keeps the layer's call signature and parameter
 names: fairseq's encoder/decoder loops run it unchanged and a vanilla pre-norm checkpoint loads
 into an ODE model (only the coefficient parameters are new). fairseq's layer builds the modules;
-the block's F is ``field(z, inputs, t=t)``, the field form (:mod:`.fields`) of the layer's
-sublayers (:mod:`.sublayers`) at solver time t, which the solver evaluates at every stage (the
-layer's own ``forward`` is not used). Every block is built the same way,
-``Block(cfg, BlockSpec(...))``; a layer kind (:mod:`.kind`) changes what the layer is made of
+a block's forward names the field and the solve (the layer's own ``forward`` is not used)::
+
+    field = self.vector_field(encoder_padding_mask, attn_mask)   # F(t, z, step, stage)
+    return self.solve(field, x, encoder_padding_mask)
+
+F is a :class:`LayerField`, the field form (:mod:`.fields`) of the layer's sublayers
+(:mod:`.sublayers`), made once per solve unless they change between evaluations (a kind's weights
+θ(t), a decoder's per-stage caches); ``field(z, inputs, t=t)`` evaluates it once. Every block is
+built the same way, ``Block(cfg, BlockSpec(...))``; a layer kind (:mod:`.kind`) changes what the layer is made of
 or the weights θ(t) F uses, and :func:`register_layer_kind` makes its encoder and decoder classes.
 """
 
@@ -110,6 +115,33 @@ class LoggedEvaluations(EvaluationCounter):
         metrics.log_scalar(self.name, self.count, weight=1, round=1)
 
 
+SublayersAt = Callable[[float, int, int], List[Sublayer]]
+"""(t, step, stage) ↦ the sublayers of F at that evaluation."""
+
+
+@dataclass(frozen=True)
+class LayerField:
+    """F(t, z, step, stage): the field ``form`` (:mod:`.fields`) of the sublayers at that evaluation."""
+
+    form: str
+    sublayers: SublayersAt
+    stream_scale: float = 1.0
+
+    def __call__(self, t: float, z: Tensor, step: int, stage: int) -> Tensor:
+        return layer_field(self.form, z, self.sublayers(t, step, stage), self.stream_scale)
+
+
+@dataclass(frozen=True)
+class SublayerField:
+    """F_i(t, z, step, stage) = s_i(z): sublayer i's own field (RK-sublayer blocks)."""
+
+    sublayers: SublayersAt
+    index: int
+
+    def __call__(self, t: float, z: Tensor, step: int, stage: int) -> Tensor:
+        return self.sublayers(t, step, stage)[self.index].branch(z)
+
+
 class ODEBlock(LayerKind):
     """What encoder and decoder blocks share: the spec, the solver, the observers and F.
 
@@ -169,16 +201,24 @@ class ODEBlock(LayerKind):
         """F(z) at solver time t, for the other inputs of ``forward`` (see :mod:`.fields`)."""
         return layer_field(self.field_form, z, self.sublayers(t, *args, **kwargs), self.stream_scale)
 
-    def _vector_field(self, inputs: Callable[[int, int], Dict[str, Any]]) -> Union[VectorField, SplitField]:
-        """F(t, z, step, stage) with the other inputs ``inputs(step, stage)``; with scope
-        ``sublayer`` the split field of the sublayers' branches."""
+    def sublayers_at(self, inputs: Callable[[int, int], Dict[str, Any]], per_stage: bool = False) -> SublayersAt:
+        """(t, step, stage) ↦ the sublayers of F with the other inputs ``inputs(step, stage)``, made
+        once unless they change between evaluations (``per_stage`` inputs, the kind's θ(t))."""
+        if per_stage or self.time_dependent_weights:
+            return lambda t, step, stage: self.sublayers(t, **inputs(step, stage))
+        made = self.sublayers(0.0, **inputs(0, 0))
+        return lambda t, step, stage: made
+
+    def _vector_field(
+        self, inputs: Callable[[int, int], Dict[str, Any]], per_stage: bool = False
+    ) -> Union[VectorField, SplitField]:
+        """F(t, z, step, stage) with the other inputs ``inputs(step, stage)`` (``per_stage``: they
+        change between evaluations); with scope ``sublayer`` the split field of the sublayers'
+        branches."""
+        at = self.sublayers_at(inputs, per_stage)
         if self.spec.scope == "block":
-            return lambda t, z, step, stage: self.field(z, t=t, **inputs(step, stage))
-
-        def part(i: int) -> VectorField:
-            return lambda t, z, step, stage: self.sublayers(t, **inputs(step, stage))[i].branch(z)
-
-        return SplitField(tuple(part(i) for i in range(len(self.sublayers_of(self, **inputs(0, 0))))))
+            return LayerField(self.field_form, at, self.stream_scale)
+        return SplitField(tuple(SublayerField(at, i) for i in range(len(at(0.0, 0, 0)))))
 
     def register_observer(self, observer: SolveObserver) -> RemovableHandle:
         """Let ``observer`` see every solve of this block until the handle is removed."""
@@ -194,6 +234,18 @@ class ODEBlock(LayerKind):
         """F(t, z, step, stage) for the other inputs of ``forward(x, *args, **kwargs)``; with
         scope ``sublayer`` the split field of the sublayers."""
         raise NotImplementedError
+
+    def solve(self, field: Union[VectorField, SplitField], x: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+        """y(T) of the solver from y(0) = x, told to the observers; an adaptive solve that cannot
+        meet its tolerances is reported with the block's name and the options that loosen them."""
+        try:
+            return self.solver.solve(field, x, self.observer(), padding_mask)
+        except AdaptiveSolveError as error:
+            raise AdaptiveSolveError(
+                f"{self.spec.name}: {error}; the tolerances are too tight for this model: loosen "
+                "them (--ode-rtol, --ode-atol; the defaults are 1e-3 and 1e-4), set a minimum step "
+                "(--ode-min-step) or allow more evaluations (--ode-max-evaluations)"
+            ) from None
 
     def step_map(self, step: int, *args: Any, **kwargs: Any) -> Callable[[Tensor], Tensor]:
         """y_n ↦ y_{n+1} for n = ``step`` of a fixed grid, other inputs as in ``forward``."""
@@ -225,14 +277,7 @@ class EncoderBlock(ODEBlock, TransformerEncoderLayerBase):
         attn_mask: Optional[Tensor] = None,
     ) -> Tensor:
         field = self.vector_field(encoder_padding_mask, attn_mask)
-        try:
-            return self.solver.solve(field, x, self.observer(), encoder_padding_mask)
-        except AdaptiveSolveError as error:
-            raise AdaptiveSolveError(
-                f"{self.spec.name}: {error}; the tolerances are too tight for this model: loosen "
-                "them (--ode-rtol, --ode-atol; the defaults are 1e-3 and 1e-4), set a minimum step "
-                "(--ode-min-step) or allow more evaluations (--ode-max-evaluations)"
-            ) from None
+        return self.solve(field, x, encoder_padding_mask)
 
 
 @with_incremental_state
@@ -278,11 +323,11 @@ class DecoderBlock(ODEBlock, TransformerDecoderLayerBase):
                 **layer_inputs,
             )
 
-        return self._vector_field(inputs)
+        return self._vector_field(inputs, per_stage=incremental_state is not None)
 
     def forward(self, x: Tensor, *args: Any, **kwargs: Any):
         attentions: List[Tensor] = []
-        y = self.solver.solve(self.vector_field(*args, attentions=attentions, **kwargs), x, self.observer())
+        y = self.solve(self.vector_field(*args, attentions=attentions, **kwargs), x)
         attn = torch.stack(attentions).mean(dim=0) if attentions else None
         return y, attn, None
 

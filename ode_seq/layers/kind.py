@@ -26,6 +26,10 @@ class LayerKind:
     one_block_per_stack: ClassVar[bool] = False
     """Whether a stack is one block over its whole depth [0, L]."""
 
+    time_dependent_weights: ClassVar[bool] = False
+    """Whether :meth:`field_weights` gives weights θ(t) (F's sublayers are then made at every stage
+    evaluation; otherwise once per solve)."""
+
     share_cross_attention: ClassVar[bool] = True
     """Whether every decoder stage reuses stage (0, 0)'s cross-attention keys/values (true when
     the weights do not depend on the stage)."""

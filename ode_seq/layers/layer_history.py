@@ -5,85 +5,58 @@ History states: h_0 = the embedding output, h_l = LN_l(y_l) for the output y_l o
 
     x_l = Σ_{j ≤ l} W_lj h_j,
 
-and the stack's output is x_L. ``dense`` fixes W_lj = 1/(l+1); ``learnable_dense`` trains W,
-initialised to the same lower-triangular average.
+and the stack's output is x_L: a :class:`~ode_seq.solvers.dlcl.DLCL` over the stack's blocks
+(``dense`` fixes W_lj = 1/(l+1); ``learnable_dense`` trains W, initialised to the same average).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, Tuple
 
-import torch
 from fairseq.modules import LayerNorm
 from torch import Tensor, nn
 
-HISTORY_TYPES = ("none", "dense", "learnable_dense")
+from ode_seq.solvers.dlcl import DLCL, HISTORY_TYPES
 
 
-class LayerHistory(nn.Module):
-    """Holds h_0 … h_l for one forward pass; blocks ``push`` outputs and ``read`` inputs."""
+def layer_history(kind: str, num_blocks: int, embed_dim: int, normalize_before: bool) -> DLCL:
+    """The DLCL of a stack's layer history ``kind`` (one of ``HISTORY_TYPES`` but none)."""
+    if kind not in HISTORY_TYPES[1:]:
+        raise ValueError(f"unknown layer history {kind!r}; choose one of: {', '.join(HISTORY_TYPES)}")
+    return DLCL(num_blocks, embed_dim, kind == "learnable_dense", normalize_before, norm=LayerNorm)
 
-    def __init__(self, kind: str, num_blocks: int, embed_dim: int, normalize_before: bool) -> None:
-        super().__init__()
-        if kind not in HISTORY_TYPES[1:]:
-            raise ValueError(f"unknown layer history {kind!r}; choose one of: {', '.join(HISTORY_TYPES)}")
-        self.normalize_before = normalize_before
-        self.layer_norms = nn.ModuleList(LayerNorm(embed_dim) for _ in range(num_blocks))
-        average = torch.ones(num_blocks + 1, num_blocks + 1).tril()
-        average = average / average.sum(dim=1, keepdim=True)
-        if kind == "learnable_dense":
-            self.weight = nn.Parameter(average)
-        else:
-            self.register_buffer("weight", average, persistent=False)
-        self._states: List[Tensor] = []
 
-    def start(self, embedding: Tensor) -> None:
-        """Begin a pass with h_0 = the embedding output."""
-        self._states = [embedding]
+class PassStates:
+    """The stack's DLCL and the states h_0 … h_l of the current forward pass, which its blocks hand
+    on to each other (fairseq's stack loop gives a block x alone); a plain object, so the DLCL's
+    parameters stay registered once, on the stack."""
 
-    def push(self, block_output: Tensor) -> None:
-        """Store h_l for the output of block l (l ≥ 1 counts the embedding as 0)."""
-        l = len(self._states)
-        self._states.append(self.layer_norms[l - 1](block_output) if self.normalize_before else block_output)
-
-    def read(self) -> Tensor:
-        """x_l = Σ_{j ≤ l} W_lj h_j for the newest l."""
-        l = len(self._states) - 1
-        weights = self.weight[l, : l + 1].to(self._states[0].dtype)
-        mixed = sum(w * h for w, h in zip(weights, self._states))
-        if self.normalize_before or l == 0:
-            return mixed
-        return self.layer_norms[l - 1](mixed)
+    def __init__(self, dlcl: DLCL) -> None:
+        self.dlcl = dlcl
+        self.states: Tuple[Tensor, ...] = ()
 
 
 class HistoryBlock(nn.Module):
-    """A block whose input is the DLCL history mix x_l and whose output joins the history.
+    """A block whose input is the DLCL history mix x_l and whose output joins the history:
+    ``first`` starts the pass's states with the embedding, ``last`` returns the final mix x_L
+    instead of the block output."""
 
-    The history module belongs to the stack (registered there once); ``first`` starts it with
-    the embedding, ``last`` returns the final mix x_L instead of the block output.
-    """
-
-    def __init__(self, block: nn.Module, history: LayerHistory, first: bool, last: bool) -> None:
+    def __init__(self, block: nn.Module, history: PassStates, first: bool, last: bool) -> None:
         super().__init__()
         self.block = block
-        self.__dict__["history"] = history
+        self.history = history
         self.first = first
         self.last = last
 
     def forward(self, x: Tensor, *args: Any, **kwargs: Any):
-        history: LayerHistory = self.__dict__["history"]
-        if self.first:
-            history.start(x)
-        else:
-            history.push(x)
-        out = self.block(history.read(), *args, **kwargs)
+        dlcl, history = self.history.dlcl, self.history
+        history.states = (x,) if self.first else dlcl.append(history.states, x)
+        out = self.block(dlcl.read(history.states), *args, **kwargs)
         if not self.last:
             return out
-        if not isinstance(out, tuple):
-            history.push(out)
-            return history.read()
-        history.push(out[0])
-        return (history.read(),) + out[1:]
+        history.states = dlcl.append(history.states, out[0] if isinstance(out, tuple) else out)
+        mixed = dlcl.read(history.states)
+        return (mixed, *out[1:]) if isinstance(out, tuple) else mixed
 
     def upgrade_state_dict_named(self, state_dict: Dict[str, Tensor], name: str) -> None:
         """Nothing to upgrade here. fairseq's encoder calls this on each of its layers; the

@@ -73,6 +73,7 @@ class TimeDependentLayer(LayerKind):
 
     options_class: ClassVar[type] = TimeConfig
     one_block_per_stack: ClassVar[bool] = True
+    time_dependent_weights: ClassVar[bool] = True
     share_cross_attention: ClassVar[bool] = False  # W_K(τ), W_V(τ) differ between stages
 
     @classmethod

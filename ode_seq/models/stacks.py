@@ -10,7 +10,7 @@ A predictor-corrector stack's blocks share one history, which its first block st
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase
@@ -18,18 +18,8 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import nn
 
 from ode_seq.layers.blocks import BlockClasses, BlockSpec
-from ode_seq.layers.layer_history import HistoryBlock, LayerHistory
-from ode_seq.solvers import (
-    AdaptiveSolver,
-    ButcherTableau,
-    FirstStageHistory,
-    FixedGridSolver,
-    MultistepCorrector,
-    PredictorCorrectorSolver,
-    Solver,
-    StateHistory,
-    build_combiner,
-)
+from ode_seq.layers.layer_history import HistoryBlock, PassStates, layer_history
+from ode_seq.solvers import AdaptiveSolver, Solver, StackSolvers
 
 from .config import ModelOptions
 
@@ -43,61 +33,43 @@ def _wrap(block: nn.Module, cfg: Any) -> nn.Module:
 
 
 class BlockBuilder:
-    """Builds the blocks of one stack: one solver setting, an output combination per block (one
-    gate for the whole stack with ``learned-shared``), names in build order; with a corrector,
-    the history its blocks share (``states``: the public code's, a module the stack registers)."""
+    """Builds the blocks of one stack (fairseq's config of the grouped stack: ``cfg``), each with
+    the next of the stack's solvers (:class:`~ode_seq.solvers.StackSolvers`, or an adaptive solver
+    per block), names in build order."""
 
-    def __init__(self, side: str, options: ModelOptions, classes: BlockClasses) -> None:
+    def __init__(self, side: str, options: ModelOptions, classes: BlockClasses, cfg: Any) -> None:
         self.side = side
         self.stack = options.stack(side)
         self.ode = options.ode
         self.kind_options = options.kind
-        self.kind = classes.kind
         self.block_class = classes.for_side(side)
         self.built = 0
-        self.shared_gate: Optional[nn.Module] = None
-        self.first_stages = FirstStageHistory()
-        self.states: Optional[StateHistory] = None
+        self.solvers: Optional[StackSolvers] = None
+        if not self.stack.adaptive:
+            layers = getattr(cfg, side)
+            self.solvers = StackSolvers(
+                self.stack.tableau,
+                layers.layers,
+                layers.embed_dim,
+                steps=self.stack.steps,
+                interval=self.stack.share_group_size,
+                coefficients=self.ode.coefficients,
+                corrector=self.stack.ode_corrector,
+                corrector_history=self.stack.ode_corrector_history,
+                checkpoint_stages=self.ode.checkpoint_stages,
+                nodes=classes.kind.solver_nodes(self.stack.tableau),
+            )
 
-    def combiner(self, tableau: ButcherTableau, embed_dim: int) -> nn.Module:
-        """Coefficients act on multi-stage methods; a one-stage (Euler) stack is a plain stack."""
-        mode = self.ode.coefficients if tableau.stages > 1 else "fixed"
-        if mode != "learned-shared":
-            return build_combiner(mode, tableau, embed_dim)
-        if self.shared_gate is None:
-            self.shared_gate = build_combiner(mode, tableau, embed_dim)
-        return self.shared_gate
-
-    def corrector(self, layers: Any) -> Dict[str, Any]:
-        """The corrector's arguments of a :class:`PredictorCorrectorSolver` (``layers``: fairseq's
-        config of the stack's layers)."""
-        if self.stack.ode_corrector == "multistep":
-            corrector = MultistepCorrector(self.stack.ode_corrector_history)
-            return dict(corrector=corrector, history=self.first_stages, starts_history=self.built == 0)
-        if self.states is None:
-            self.states = StateHistory(layers.layers, layers.embed_dim)
-        return dict(states=self.states, starts_history=self.built == 0)
-
-    def solver(self, layers: Any) -> Solver:
+    def solver(self) -> Solver:
+        if self.solvers is not None:
+            return self.solvers.next()
         stack, ode = self.stack, self.ode
         interval = float(stack.share_group_size)
-        if stack.adaptive:
-            return AdaptiveSolver(stack.ode_method, ode.rtol, ode.atol, ode.min_step, interval, ode.max_evaluations)
-        tableau = stack.tableau
-        grid = dict(
-            steps=stack.steps,
-            interval=interval,
-            combine=self.combiner(tableau, layers.embed_dim),
-            checkpoint_stages=ode.checkpoint_stages,
-            nodes=self.kind.solver_nodes(tableau),
-        )
-        if stack.ode_corrector == "none":
-            return FixedGridSolver(tableau, **grid)
-        return PredictorCorrectorSolver(tableau, **grid, **self.corrector(layers))
+        return AdaptiveSolver(stack.ode_method, ode.rtol, ode.atol, ode.min_step, interval, ode.max_evaluations)
 
     def build(self, cfg: Any, **layer_options: Any) -> nn.Module:
         spec = BlockSpec(
-            self.solver(getattr(cfg, self.side)),
+            self.solver(),
             field_form=self.ode.field,
             scope=self.ode.scope,
             relative_positions=self.stack.relative_positions,
@@ -117,26 +89,27 @@ class ODEStack:
     def _grouped(self, cfg: Any, options: ModelOptions, classes: BlockClasses) -> Any:
         """Set up the builder; returns cfg with one layer per share group."""
         self.ode = options.stack(self.side)
-        self.builder = BlockBuilder(self.side, options, classes)
-        if self.ode.share_group_size == 1:
-            return cfg
-        grouped = copy.deepcopy(cfg)
-        getattr(grouped, self.side).layers //= self.ode.share_group_size
+        grouped = cfg
+        if self.ode.share_group_size != 1:
+            grouped = copy.deepcopy(cfg)
+            getattr(grouped, self.side).layers //= self.ode.share_group_size
+        self.builder = BlockBuilder(self.side, options, classes, grouped)
         return grouped
 
     def _finish_stack(self, cfg: Any) -> None:
         """Register the corrector's state history (public-code form), wrap the layer history."""
-        if self.builder.states is not None:
-            self.corrector_states = self.builder.states
+        solvers = self.builder.solvers
+        if solvers is not None and solvers.states is not None:
+            self.corrector_states = solvers.states
         if self.ode.layer_history == "none":
             return
         blocks = list(self.layers)
         layers = getattr(cfg, self.side)
-        self.layer_history = LayerHistory(
-            self.ode.layer_history, len(blocks), layers.embed_dim, layers.normalize_before
-        )
+        kind = self.ode.layer_history
+        self.layer_history = layer_history(kind, len(blocks), layers.embed_dim, layers.normalize_before)
+        states = PassStates(self.layer_history)
         self.layers = nn.ModuleList(
-            HistoryBlock(b, self.layer_history, first=i == 0, last=i == len(blocks) - 1) for i, b in enumerate(blocks)
+            HistoryBlock(b, states, first=i == 0, last=i == len(blocks) - 1) for i, b in enumerate(blocks)
         )
 
 

@@ -4,24 +4,31 @@ Every solver has ``solve(field, y, observer=None, padding_mask=None) -> y(T)`` a
 ``field(t, z, step, stage)``; observers see each stage (:mod:`.observers`). Methods are data:
 Butcher tableaus (:mod:`.tableaus`) for the fixed grid (:mod:`.fixed_grid`, where the time
 convention is documented), torchdiffeq's embedded pairs for adaptive steps (:mod:`.adaptive`).
-Output weights of a step, fixed or learned, are :mod:`.coefficients`; PCformer's predictor–corrector
-steps, a fixed grid with one more evaluation and a cross-step history, :mod:`.predictor_corrector`.
+Learned weights of a step (output weights, a multistep corrector's) are :mod:`.coefficients`;
+PCformer's predictor–corrector steps, a fixed grid with one more evaluation and a cross-step history
+carried in and out, :mod:`.predictor_corrector`; DLCL mixes of a stack's states (layer history, the
+public code's corrector) :mod:`.dlcl`; the solvers of a stack's blocks :mod:`.stack_solvers`.
+Solvers hold no parameters: the weights are modules of the blocks or the stack, given to them.
 Nothing here imports fairseq.
 """
 
 from typing import Union
 
 from .adaptive import ADAPTIVE_METHODS, AdaptiveMethod, AdaptiveSolveError, AdaptiveSolver
-from .coefficients import COEFFICIENT_MODES, EMAWeights, FixedWeights, FreeWeights, StageGate, build_combiner
+from .coefficients import (
+    COEFFICIENT_MODES,
+    EMAWeights,
+    FixedWeights,
+    FreeWeights,
+    MultistepCorrector,
+    StageGate,
+    build_combiner,
+)
+from .dlcl import DLCL, HISTORY_TYPES, StateHistory
 from .fixed_grid import FixedGridSolver, SplitField, VectorField, weighted_sum
 from .observers import EvaluationCounter, ObserverGroup, SolveObserver
-from .predictor_corrector import (
-    CORRECTORS,
-    FirstStageHistory,
-    MultistepCorrector,
-    PredictorCorrectorSolver,
-    StateHistory,
-)
+from .predictor_corrector import CORRECTORS, PredictorCorrectorSolver, StackHistory
+from .stack_solvers import StackSolvers
 from .tableaus import TABLEAUS, ButcherTableau, get_tableau
 
 Solver = Union[FixedGridSolver, AdaptiveSolver]
@@ -34,18 +41,21 @@ __all__ = [
     "ButcherTableau",
     "COEFFICIENT_MODES",
     "CORRECTORS",
+    "DLCL",
     "EMAWeights",
     "EvaluationCounter",
-    "FirstStageHistory",
     "FixedGridSolver",
     "FixedWeights",
     "FreeWeights",
+    "HISTORY_TYPES",
     "MultistepCorrector",
     "ObserverGroup",
     "PredictorCorrectorSolver",
     "SolveObserver",
     "Solver",
     "SplitField",
+    "StackHistory",
+    "StackSolvers",
     "StageGate",
     "StateHistory",
     "TABLEAUS",

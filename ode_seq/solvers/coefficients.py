@@ -1,4 +1,5 @@
-"""Output weights w of a Runge–Kutta step: fixed, gated per token, or free parameters.
+"""Learned weights of a step, modules its block owns: the output weights w of a Runge–Kutta step
+(fixed, gated per token, or free parameters) and a multistep corrector's α, β_j.
 
 Every mode returns Σ_i w_i k_i for the stage values k_1 … k_s of one step (a fixed-grid
 solver's ``combine``; the same module weights every step of a block):
@@ -14,11 +15,13 @@ solver's ``combine``; the same module weights every step of a block):
   w_i = β(1−β)^{s−i} for i = 1 … s, one trainable β per block initialised to 0.5 (s = 2: ¼, ½;
   s = 4: 1/16, 1/8, ¼, ½). They sum to 1 − (1−β)^s, not 1: the step is not a consistent
   Runge–Kutta step unless β = 1 (then only the last stage counts).
+
+The solvers take these modules as functions (``combine``, ``corrector``); the block registers them.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import List, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -101,6 +104,32 @@ class StageGate(nn.Module):
     def forward(self, ks: Sequence[Tensor]) -> Tensor:
         w = self.weights(ks)
         return sum(w[..., i : i + 1] * k for i, k in enumerate(ks))
+
+
+class MultistepCorrector(nn.Module):
+    """PCformer's multistep correction α F̂ + Σ_{j=0}^{m} β_j k_1^{(n−j)} (:mod:`.predictor_corrector`),
+    one α and m + 1 β_j per block, all initialised to 1/(m + 2): the public code starts its
+    corrector mix (``weight_c``) as a uniform average over its terms, here applied to the paper's."""
+
+    def __init__(self, history: int) -> None:
+        super().__init__()
+        if history < 0:
+            raise ValueError(f"the corrector's history length m must be >= 0, got {history}")
+        uniform = 1.0 / (history + 2)
+        self.alpha = nn.Parameter(torch.tensor(uniform))
+        self.beta = nn.Parameter(torch.full((history + 1,), uniform))
+
+    @property
+    def length(self) -> int:
+        """m + 1, the first-stage values it reads."""
+        return self.beta.numel()
+
+    def forward(self, f_hat: Tensor, first_stages: List[Tensor]) -> Tensor:
+        beta = self.beta.to(f_hat.dtype)
+        total = self.alpha.to(f_hat.dtype) * f_hat
+        for j, k1 in enumerate(first_stages):
+            total = total + beta[j] * k1
+        return total
 
 
 def build_combiner(mode: str, tableau: ButcherTableau, embed_dim: int) -> nn.Module:

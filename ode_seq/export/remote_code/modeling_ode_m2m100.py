@@ -4,7 +4,7 @@
 ``trust_remote_code=True``.
 
 Each block integrates the residual-branch field of its (pre-norm) layer over [0, T] in N steps
-(``ode_layers.py``), F built by ``fields.residual_branch`` from M2M100's sublayers:
+(``ode_layers.py``), F built by ``fields.layer_field`` from M2M100's sublayers:
 
 - encoder: F(z) = a + f(z + a), a = SelfAttn(LN₁ z), f = FFN(LN₂(z + a));
 - decoder: F(z) = a + c + f(z + a + c), c = CrossAttn(LN₂(z + a)), f = FFN(LN₃(z + a + c)),
@@ -21,7 +21,7 @@ from transformers import M2M100ForConditionalGeneration
 from transformers.models.m2m_100.modeling_m2m_100 import M2M100DecoderLayer, M2M100EncoderLayer
 
 from .configuration_ode_m2m100 import ODEM2M100Config
-from .fields import Sublayer, residual_branch
+from .fields import Sublayer, layer_field
 from .fixed_grid import FixedGridSolver
 from .ode_layers import SharedSublayers, StageCachedDecoderBlock, is_plain, stack_solvers
 
@@ -33,17 +33,15 @@ class ODEM2M100EncoderLayer(SharedSublayers, M2M100EncoderLayer):
         super().__init__(config)
         self.use_solver(solver)
 
-    def field(self, z: Tensor, attention_mask: Tensor, **kwargs: Any) -> Tensor:
-        """F(z) = a + f(z + a), a(x) = Dropout(SelfAttn(LN₁ x))."""
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor, **kwargs: Any) -> Tensor:
+        """y(T) of F(z) = a + f(z + a), a(x) = Dropout(SelfAttn(LN₁ x)), from y(0) = ``hidden_states``."""
 
         def attention(x: Tensor) -> Tensor:
             a, _ = self.self_attn(hidden_states=self.self_attn_layer_norm(x), attention_mask=attention_mask, **kwargs)
             return self.apply_dropout(a)
 
-        return residual_branch(z, [Sublayer(attention), self.feed_forward_sublayer()])
-
-    def forward(self, hidden_states: Tensor, attention_mask: Tensor, **kwargs: Any) -> Tensor:
-        return self.solver.solve(lambda t, z, step, stage: self.field(z, attention_mask, **kwargs), hidden_states)
+        sublayers = [Sublayer(attention), self.feed_forward_sublayer()]
+        return self.solver.solve(lambda t, z, step, stage: layer_field(self.field_form, z, sublayers), hidden_states)
 
 
 class ODEM2M100DecoderLayer(StageCachedDecoderBlock, M2M100DecoderLayer):

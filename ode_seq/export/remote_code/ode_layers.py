@@ -1,8 +1,8 @@
 """What the exported models' Runge–Kutta blocks share (M2M100's and XGLM's layers alike): the
 solvers of a stack's blocks, the feed-forward sublayer and the decoder block with one
-self-attention cache per (step, stage). Shipped in an exported folder with ``fixed_grid.py``,
-``predictor_corrector.py``, ``tableaus.py``, ``coefficients.py`` and ``fields.py`` (copied from
-ode-seq) and loaded with ``trust_remote_code=True``.
+self-attention cache per (step, stage). Shipped in an exported folder with the files it imports
+from ode-seq (copied unchanged: ``stack_solvers.py``, which builds the solvers as fairseq's stacks
+do, the solver core and ``fields.py``) and loaded with ``trust_remote_code=True``.
 
 A decoder block integrates the field F of its (pre-norm) layer over [0, T] in N steps,
 k_i = F(z_n + h Σ_j a_ij k_j), z_{n+1} = z_n + h Σ_i w_i k_i, with w the tableau's b or the
@@ -22,56 +22,43 @@ Evaluation i of step n (the s stages, then the corrector's) at position t attend
 values that evaluation computed at positions ≤ t, so decoding token by token equals the
 teacher-forced pass. The caches of all evaluations live in
 the block's slot of transformers' cache, side by side along the head axis (so beam reordering
-moves them together); cross-attention keys and values are the same for every stage and cached
+moves them together); transformers' own attention reads and extends one evaluation's slice
+(:class:`StageCache`). Cross-attention keys and values are the same for every stage and cached
 once per block.
 """
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 from transformers.cache_utils import EncoderDecoderCache
 
-from .coefficients import build_combiner
+from .dlcl import StateHistory
 from .fields import Sublayer, feed_forward, layer_field
 from .fixed_grid import FixedGridSolver
-from .predictor_corrector import FirstStageHistory, MultistepCorrector, PredictorCorrectorSolver, StateHistory
+from .stack_solvers import StackSolvers
 from .tableaus import get_tableau
 
 
 def stack_solvers(config: Any, side: str, blocks: int) -> Tuple[List[FixedGridSolver], Optional[StateHistory]]:
-    """The solvers of the ``blocks`` blocks of ``side`` in order, each with a new output
-    combination (``combine``): ``{side}_ode_method`` (a tableau of ``tableaus.py``),
-    ``{side}_ode_steps`` N over [0, ``{side}_ode_interval``], the stage weights
-    ``ode_coefficients``; with ``{side}_ode_corrector`` predictor–corrector steps sharing the
-    stack's history, which the first block starts. Also the stack's DLCL states (``dlcl``: a module
-    the stack registers as ``corrector_states``), else None."""
-    tableau = get_tableau(getattr(config, f"{side}_ode_method"))
-    mode = config.ode_coefficients if tableau.stages > 1 else "fixed"
-    form = getattr(config, f"{side}_ode_corrector", "none")
-    states = StateHistory(blocks, config.d_model) if form == "dlcl" else None
-    first_stages = FirstStageHistory()
-
-    def corrector(index: int) -> Dict[str, Any]:
-        if form == "none":
-            return {}
-        if states is not None:
-            return dict(states=states, starts_history=index == 0)
-        history = getattr(config, f"{side}_ode_corrector_history")
-        return dict(corrector=MultistepCorrector(history), history=first_stages, starts_history=index == 0)
-
-    solver_class = FixedGridSolver if form == "none" else PredictorCorrectorSolver
-    solvers = [
-        solver_class(
-            tableau,
-            steps=getattr(config, f"{side}_ode_steps"),
-            interval=float(getattr(config, f"{side}_ode_interval")),
-            combine=build_combiner(mode, tableau, config.d_model),
-            **corrector(index),
-        )
-        for index in range(blocks)
-    ]
-    return solvers, states
+    """The solvers of the ``blocks`` blocks of ``side`` in order (``stack_solvers.py``, as fairseq's
+    stacks build them): ``{side}_ode_method`` (a tableau of ``tableaus.py``), ``{side}_ode_steps`` N
+    over [0, ``{side}_ode_interval``], the stage weights ``ode_coefficients`` (each block its own
+    module, ``learned-shared`` included: the checkpoint holds each block's copy),
+    ``{side}_ode_corrector``. Also the stack's DLCL states (``dlcl``: a module the stack registers
+    as ``corrector_states``), else None."""
+    solvers = StackSolvers(
+        get_tableau(getattr(config, f"{side}_ode_method")),
+        blocks,
+        config.d_model,
+        steps=getattr(config, f"{side}_ode_steps"),
+        interval=float(getattr(config, f"{side}_ode_interval")),
+        coefficients=config.ode_coefficients,
+        corrector=getattr(config, f"{side}_ode_corrector", "none"),
+        corrector_history=getattr(config, f"{side}_ode_corrector_history"),
+        share_gate=False,
+    )
+    return [solvers.next() for _ in range(blocks)], solvers.states
 
 
 def is_plain(config: Any, side: str) -> bool:
@@ -87,7 +74,9 @@ def is_plain(config: Any, side: str) -> bool:
 
 class SharedSublayers:
     """What the blocks over transformers' pre-norm layers share: their solver's modules, dropouts
-    and the FFN sublayer."""
+    and the FFN sublayer; the form of their field (``fields.py``)."""
+
+    field_form: str = "residual-branch"
 
     def use_solver(self, solver: FixedGridSolver) -> None:
         """Integrate with ``solver``, registering its trained weights: the output combination as
@@ -118,12 +107,39 @@ class SharedSublayers:
         )
 
 
+def causal_mask(x: Tensor, known: int) -> Optional[Tensor]:
+    """The additive mask (batch × 1 × T × known+T) by which position i of ``x`` (T positions after
+    ``known`` cached ones) attends to positions ≤ known + i; None for one position."""
+    length = x.size(1)
+    if length == 1:
+        return None
+    future = torch.ones(length, known + length, dtype=torch.bool, device=x.device).triu(known + 1)
+    mask = torch.zeros(future.shape, dtype=x.dtype, device=x.device).masked_fill(future, torch.finfo(x.dtype).min)
+    return mask.expand(x.size(0), 1, *future.shape)
+
+
+class StageCache:
+    """The cache transformers' attention reads and extends for one (step, stage) evaluation: the
+    past keys/values of stage slot ``slot`` (heads ``slot``·H … of the block's cache) before the
+    new ones, which it appends to ``new``."""
+
+    def __init__(self, past: Optional[Tuple[Tensor, Tensor]], slot: int, heads: int, new: List[Tuple[Tensor, Tensor]]):
+        self.past, self.heads, self.new = past, slice(slot * heads, (slot + 1) * heads), new
+
+    def update(self, keys: Tensor, values: Tensor, layer_idx: int, **kwargs: Any) -> Tuple[Tensor, Tensor]:
+        self.new.append((keys, values))
+        if self.past is None:
+            return keys, values
+        return (
+            torch.cat([self.past[0][:, self.heads], keys], dim=2),
+            torch.cat([self.past[1][:, self.heads], values], dim=2),
+        )
+
+
 class StageCachedDecoderBlock(SharedSublayers):
     """A Runge–Kutta block over a transformers pre-norm decoder layer (M2M100's or XGLM's: the
     same module names), one self-attention cache per (step, stage). The subclass's ``__init__``
     calls :meth:`init_block` after the layer's own."""
-
-    field_form: str = "residual-branch"
 
     def init_block(self, layer_idx: int, solver: FixedGridSolver, field_form: str = "residual-branch") -> None:
         self.layer_idx = layer_idx
@@ -132,7 +148,8 @@ class StageCachedDecoderBlock(SharedSublayers):
 
     def self_attention_mask(self, attention_mask: Optional[Tensor]) -> Optional[Tensor]:
         """The additive mask (batch × 1 × T × past+T) self-attention adds to its scores, given the
-        layer's ``attention_mask``; None (here): the causal mask alone, for unpadded inputs."""
+        layer's ``attention_mask``; None (here): the causal mask (:func:`causal_mask`) alone, for
+        unpadded inputs."""
         return None
 
     def self_attention(
@@ -143,32 +160,10 @@ class StageCachedDecoderBlock(SharedSublayers):
         new: List[Tuple[Tensor, Tensor]],
         mask: Optional[Tensor],
     ) -> Tensor:
-        """Self-attention of stage cache ``slot`` over its past keys/values and ``x``'s (appended
-        to ``new``), transformers' projections and scaling; ``mask`` additive, else causal."""
-        attn = self.self_attn
-        batch, length, _ = x.shape
-        heads = attn.num_heads
-
-        def split(t: Tensor) -> Tensor:
-            return t.view(batch, length, heads, attn.head_dim).transpose(1, 2)
-
-        q, k, v = split(attn.q_proj(x) * attn.scaling), split(attn.k_proj(x)), split(attn.v_proj(x))
-        new.append((k, v))
-        if past is not None:
-            k = torch.cat([past[0][:, slot * heads : (slot + 1) * heads], k], dim=2)
-            v = torch.cat([past[1][:, slot * heads : (slot + 1) * heads], v], dim=2)
-        scores = q @ k.transpose(-1, -2)
-        if mask is not None:  # as XGLM's attention: added, then kept above the dtype's minimum
-            scores = torch.max(scores + mask, torch.full((), torch.finfo(scores.dtype).min, device=x.device))
-        elif length > 1:
-            start = k.size(2) - length
-            future = torch.ones(length, k.size(2), dtype=torch.bool, device=x.device).triu(start + 1)
-            scores = scores.masked_fill(future, float("-inf"))
-        weights = nn.functional.dropout(
-            scores.float().softmax(-1).type_as(scores), p=attn.dropout, training=self.training
-        )
-        out = (weights @ v).transpose(1, 2).reshape(batch, length, -1)
-        return attn.out_proj(out)
+        """transformers' self-attention of ``x`` over stage cache ``slot``'s past keys/values and its
+        own (appended to ``new``), ``mask`` added to the scores."""
+        cache = StageCache(past, slot, self.self_attn.num_heads, new)
+        return self.self_attn(hidden_states=x, cache=cache, attention_mask=mask)[0]
 
     def forward(
         self,
@@ -188,6 +183,8 @@ class StageCachedDecoderBlock(SharedSublayers):
         new: List[Tuple[Tensor, Tensor]] = []
         evaluations = self.solver.evaluations_per_step
         mask = self.self_attention_mask(attention_mask)
+        if mask is None:
+            mask = causal_mask(hidden_states, 0 if past is None else past[0].size(2))
 
         def cross_attention(x: Tensor) -> Tensor:
             c, _ = self.encoder_attn(
@@ -199,6 +196,9 @@ class StageCachedDecoderBlock(SharedSublayers):
             )
             return self.apply_dropout(c)
 
+        others = [Sublayer(cross_attention)] if encoder_hidden_states is not None else []
+        others.append(self.feed_forward_sublayer())
+
         def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
             """F(z) with the self-attention cache of (step, stage)."""
 
@@ -206,10 +206,7 @@ class StageCachedDecoderBlock(SharedSublayers):
                 a = self.self_attention(self.self_attn_layer_norm(x), step * evaluations + stage, past, new, mask)
                 return self.apply_dropout(a)
 
-            sublayers = [Sublayer(self_attention)]
-            if encoder_hidden_states is not None:
-                sublayers.append(Sublayer(cross_attention))
-            return layer_field(self.field_form, z, sublayers + [self.feed_forward_sublayer()])
+            return layer_field(self.field_form, z, [Sublayer(self_attention), *others])
 
         y = self.solver.solve(field, hidden_states)
         if self_cache is not None and use_cache:
