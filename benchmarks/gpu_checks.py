@@ -8,7 +8,7 @@ cut short keeps what it finished):
   cast to bf16). The error is max |Δ log p| over the target positions. fp32 passes at
   ``FP32_TOLERANCE``; bf16 passes when its error is at most ``BF16_FACTOR`` × the error bf16
   rounding itself makes (max |log p_bf16 − log p_fp32| of the full forward), and finite.
-- training: a few updates of every model family (:mod:`ode_seq.models.families`, and the plain
+- training: a few updates of every model family (:mod:`testkit.families`, and the plain
   residual model) through fairseq's own Trainer with ``--fp16`` and with ``--bf16``, as
   fairseq-train runs them: passes when no step raises and every loss is finite.
 - adaptive: the dopri5 encoder in fp16 and bf16 against fp32: field evaluations and the relative
@@ -31,13 +31,13 @@ import torch
 
 import user_dir  # noqa: F401  (registers the models, applies the fairseq fixes)
 from ode_seq.analysis.solver_counts import adaptive_blocks
-from ode_seq.models.by_name import DictionaryTask, build_model, random_batch, transformer_sizes, word_dictionary
-from ode_seq.models.families import FEATURES, command_line
-from ode_seq.models.in_process import PLUGIN_DIR, fairseq_trainer
-from ode_seq.models.incremental_decoding import full_and_incremental_log_probs, max_difference
 from ode_seq.solvers import EvaluationCounter
 from ode_seq.solvers.coefficients import COEFFICIENT_MODES
 from ode_seq.solvers.tableaus import TABLEAUS
+from testkit.by_name import DictionaryTask, build_model, random_batch, transformer_sizes, word_dictionary
+from testkit.families import FEATURES, command_line
+from testkit.in_process import PLUGIN_DIR, fairseq_trainer
+from testkit.incremental_decoding import full_and_incremental_log_probs, max_difference
 
 FP32_TOLERANCE = 1e-4
 BF16_FACTOR = 2.0

@@ -18,8 +18,8 @@ from fairseq.models import FairseqDecoder, FairseqEncoderDecoderModel  # noqa: E
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 import user_dir  # noqa: E402,F401  (registers models and architectures)
-from ode_seq.models.by_name import DictionaryTask, random_batch, word_dictionary  # noqa: E402,F401
-from ode_seq.models.by_name import build_model as build_sized_model  # noqa: E402
+from testkit.by_name import DictionaryTask, random_batch, word_dictionary  # noqa: E402,F401
+from testkit.by_name import build_model as build_sized_model  # noqa: E402
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, model_precision  # noqa: E402
 
 TINY = dict(

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ode_seq.models.by_name import architecture_options, build_model
+from testkit.by_name import architecture_options, build_model
 from tests.conftest import TinyTask
 
 # Published parameter counts with a ~32K joint vocabulary and shared embeddings (En-De).

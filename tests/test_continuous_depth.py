@@ -190,7 +190,7 @@ def test_dopri5_encoder_in_float16_and_bfloat16_is_as_close_to_float32_as_rk4(si
 def test_dopri5_model_gets_finite_gradients_in_float16():
     """No gradient flows through the step-size control, whose error norm overflowed float16
     gradients of the source embeddings."""
-    from ode_seq.models.families import FEATURES
+    from testkit.families import FEATURES
 
     task = TinyTask()
     arch, options = FEATURES["dopri5, parallel field, shared weights"]

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from ode_seq.cli.analyze import main as analyze
-from ode_seq.models.by_name import model_and_options
 from ode_seq.models.criteria.trajectory_distillation import TrajectoryDistillationCriterion
+from testkit.by_name import model_and_options
 from tests.conftest import TinyTask, build_model
 from tests.e2e.cli import run
 from tests.lm.conftest import TINY_LM, build_lm, lm_training_args

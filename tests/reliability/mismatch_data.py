@@ -13,7 +13,7 @@ from fairseq import tasks
 from fairseq.data import Dictionary
 from fairseq.trainer import Trainer
 
-from ode_seq.models.in_process import parse_training_args
+from testkit.in_process import parse_training_args
 from tests.e2e.cli import TINY_MODEL
 from tests.e2e.corpus import write_reversal_corpus
 

@@ -22,7 +22,7 @@ from fairseq import tasks
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 from ode_seq.checkpoint_files import load_checkpoint
-from ode_seq.models.in_process import parse_training_args
+from testkit.in_process import parse_training_args
 from tests.e2e.cli import ROOT, TINY_MODEL, run
 from tests.e2e.corpus import reversal_pairs, write_parallel
 from tests.reliability.corpus import (

@@ -15,7 +15,7 @@ import torch
 from fairseq import checkpoint_utils
 
 from ode_seq.checkpoint_files import load_checkpoint
-from ode_seq.models.in_process import fairseq_trainer
+from testkit.in_process import fairseq_trainer
 from tests.e2e.cli import TINY_MODEL, run
 from tests.reliability.corpus import (
     OPTIMISATION,

@@ -26,8 +26,8 @@ from fairseq import checkpoint_utils
 
 from ode_seq import output_files
 from ode_seq.fairseq_fixes.save_dir_lock import LOCK_FILE
-from ode_seq.models.in_process import fairseq_trainer
 from ode_seq.output_files import OutputWriteError, out_of_space, write_text_atomically
+from testkit.in_process import fairseq_trainer
 from tests.e2e.cli import BIN, ROOT, run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error, tool_env
 

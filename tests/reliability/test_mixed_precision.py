@@ -19,8 +19,8 @@ import re
 import pytest
 import torch
 
-from ode_seq.models.families import FEATURES
-from ode_seq.models.in_process import fairseq_trainer
+from testkit.families import FEATURES
+from testkit.in_process import fairseq_trainer
 from tests.conftest import TinyTask, build_model, random_batch
 from tests.e2e.cli import TINY_MODEL, run
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED

@@ -110,7 +110,7 @@ def test_checkpoint_translates_in_fairseq_generate_with_safe_loading(
 def test_no_project_code_turns_safe_loading_off():
     unsafe = re.compile(r"weights_only\s*=\s*False|TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD|pickle\.loads?\(")
     offenders = []
-    for top in ("ode_seq", "user_dir", "scripts", "examples", "benchmarks"):
+    for top in ("ode_seq", "user_dir", "testkit", "scripts", "examples", "benchmarks"):
         for directory, _, files in os.walk(os.path.join(ROOT, top)):
             for name in files:
                 if name.endswith((".py", ".sh")):

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from . import architectures  # noqa: F401  (registers ode-seq's architectures)
+from ode_seq.models import architectures  # noqa: F401  (registers ode-seq's architectures)
 
 # One architecture per model family and per ODE feature, with the options that select it.
 # The adaptive solver runs without dropout: masks redrawn at every evaluation make the field

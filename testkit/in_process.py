@@ -16,8 +16,8 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 from omegaconf import DictConfig, open_dict
 
-# The folder holding the ode_seq and user_dir packages: the checkout, or site-packages.
-PACKAGES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The checkout: the folder holding the ode_seq and user_dir packages.
+PACKAGES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN_DIR = os.path.join(PACKAGES, "user_dir")
 
 
