@@ -24,8 +24,8 @@ import sys
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from benchmarks.gpu_checks import trainer_arguments
 from benchmarks.gpu_study import parse_study_args, round_robin, study_parser
+from testkit.device_checks import trainer_arguments
 from testkit.families import command_line
 from testkit.in_process import PLUGIN_DIR
 
