@@ -1,14 +1,23 @@
-"""fairseq-train's configuration and Trainer, built in this process from its command line (the
-GPU run's checks and study, and the reliability tests).
+"""fairseq's tools in this process: fairseq-train's configuration and Trainer built from its
+command line (the GPU run's checks and study, and the reliability tests), and any tool's entry
+point run as its console script would run it, without the seconds of interpreter and import
+start-up that a subprocess costs (the tests).
 
     trainer, epoch = fairseq_trainer([data_bin, "--user-dir", PLUGIN_DIR, "--arch", "ode_transformer_rk4", ...])
+    result = run_in_process("fairseq-generate", [data_bin, "--path", checkpoint, "--beam", "2"])
 """
 
 from __future__ import annotations
 
+import importlib
+import io
+import logging
 import os
-from contextlib import chdir
-from typing import Any, Sequence, Tuple
+import subprocess
+import sys
+from contextlib import chdir, contextmanager, redirect_stderr, redirect_stdout
+from typing import Any, Callable, Iterator, List, Optional, Sequence, TextIO, Tuple
+from unittest import mock
 
 from fairseq import options, tasks
 from fairseq.data.iterators import EpochBatchIterator
@@ -40,3 +49,69 @@ def fairseq_trainer(args: Sequence[str], **common: Any) -> Tuple[Trainer, EpochB
     task.load_dataset(cfg.dataset.train_subset)
     trainer = Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
     return trainer, trainer.get_train_iterator(epoch=1)
+
+
+# The console scripts' entry points (fairseq's setup.py).
+CONSOLE_SCRIPTS = {
+    "fairseq-generate": "fairseq_cli.generate",
+    "fairseq-interactive": "fairseq_cli.interactive",
+    "fairseq-eval-lm": "fairseq_cli.eval_lm",
+    "fairseq-train": "fairseq_cli.train",
+    "fairseq-preprocess": "fairseq_cli.preprocess",
+}
+# The log lines of fairseq's tools, as their logging.basicConfig writes them to standard output.
+LOG_FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"
+
+
+def entry_point(tool: str, args: List[str]) -> Callable[[], Optional[int]]:
+    """``tool`` (a console script above, or 'python' with ``-m MODULE ARGS``) as a call."""
+    if tool == "python":
+        assert args[0] == "-m", args
+        return lambda: importlib.import_module(args[1]).main(args[2:])
+    cli_main = importlib.import_module(CONSOLE_SCRIPTS[tool]).cli_main
+
+    def call() -> None:
+        with mock.patch.object(sys, "argv", [tool, *args]):
+            cli_main()
+
+    return call
+
+
+@contextmanager
+def logging_to(stream: TextIO) -> Iterator[None]:
+    """The log records of level ``LOGLEVEL`` (fairseq's default: INFO) and above also go to
+    ``stream``, formatted as fairseq's tools format them."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def run_in_process(tool: str, args: List[str], stdin: str = "") -> subprocess.CompletedProcess:
+    """The exit status, standard output (with the log) and standard error the console script would
+    give, run from :data:`PACKAGES`: an uncaught exception is status 1 with its last line
+    ``module.Type: message`` on stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    call = entry_point(tool, args)
+    with (
+        chdir(PACKAGES),
+        redirect_stdout(out),
+        redirect_stderr(err),
+        mock.patch.object(sys, "stdin", io.StringIO(stdin)),
+        logging_to(out),
+    ):
+        try:
+            status = call() or 0
+        except SystemExit as stop:
+            status = stop.code if isinstance(stop.code, int) else 1
+        except Exception as error:  # what the interpreter would print after the traceback
+            status = 1
+            err.write(f"{type(error).__module__}.{type(error).__name__}: {error}\n")
+    return subprocess.CompletedProcess([tool, *args], status, out.getvalue(), err.getvalue())

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from tests.reliability.in_process import run_in_process
+from testkit.in_process import run_in_process
 
 WORDS = [f"w{i}" for i in range(24)]
 SIZES = {"train": 400, "valid": 20, "test": 20}

@@ -11,10 +11,10 @@ import torch
 
 from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.models.architectures import ARCHITECTURES
+from testkit.in_process import run_in_process
 from tests.e2e.cli import TINY_MODEL, run
 from tests.e2e.corpus import WORDS, preprocess, write_reversal_corpus
 from tests.numerics import score_tolerance
-from tests.reliability.in_process import run_in_process
 
 CLI_SIZES = {"train": 400, "valid": 30, "test": 25}
 

@@ -21,10 +21,10 @@ from fairseq import checkpoint_utils
 from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint
 from ode_seq.cli.export import main as export
 from ode_seq.export.hf_tokenizer import FairseqTokenizer
+from testkit.in_process import run_in_process
 from tests.e2e.corpus import preprocess_lm, write_lm_corpus
 from tests.export.models import language_model_checkpoint, lm_hypotheses
 from tests.reliability import mismatch_data as md
-from tests.reliability.in_process import run_in_process
 
 POSITIONS = 32  # the language models' --tokens-per-sample, so their positions
 TEST_TOKENS = 157  # the tokens of the LM corpus's test split (its lines' words and line ends)
