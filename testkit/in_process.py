@@ -19,7 +19,8 @@ from contextlib import chdir, contextmanager, redirect_stderr, redirect_stdout
 from typing import Any, Callable, Iterator, List, Optional, Sequence, TextIO, Tuple
 from unittest import mock
 
-from fairseq import options, tasks
+import torch
+from fairseq import checkpoint_utils, options, tasks
 from fairseq.data.iterators import EpochBatchIterator
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
@@ -94,13 +95,40 @@ def logging_to(stream: TextIO) -> Iterator[None]:
         root.setLevel(level)
 
 
-def run_in_process(tool: str, args: List[str], stdin: str = "") -> subprocess.CompletedProcess:
+def forget_earlier_runs() -> None:
+    """Clear what fairseq keeps of a run in attributes of its functions, which a new process starts
+    without: the best validation value that decides checkpoint_best.pt (``save_checkpoint.best``)
+    and fairseq-train's patience count (``should_stop_early.best``, ``.num_runs``)."""
+    holders = [checkpoint_utils.save_checkpoint]
+    if "fairseq_cli.train" in sys.modules:
+        holders.append(sys.modules["fairseq_cli.train"].should_stop_early)
+    for function in holders:
+        for name in ("best", "num_runs"):
+            if hasattr(function, name):
+                delattr(function, name)
+
+
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """torch on one intra-op thread, as the tests run the console scripts (``OMP_NUM_THREADS=1``)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def run_in_process(tool: str, args: List[str], stdin: str = "", check: bool = False) -> subprocess.CompletedProcess:
     """The exit status, standard output (with the log) and standard error the console script would
-    give, run from :data:`PACKAGES`: an uncaught exception is status 1 with its last line
-    ``module.Type: message`` on stderr."""
+    give, run from :data:`PACKAGES` on one torch thread as in a new process (:func:`forget_earlier_runs`):
+    an uncaught exception is status 1 with its last line ``module.Type: message`` on stderr.
+    ``check``: fail, with the end of stderr, unless the status is 0."""
     out, err = io.StringIO(), io.StringIO()
     call = entry_point(tool, args)
+    forget_earlier_runs()
     with (
+        one_torch_thread(),
         chdir(PACKAGES),
         redirect_stdout(out),
         redirect_stderr(err),
@@ -114,4 +142,6 @@ def run_in_process(tool: str, args: List[str], stdin: str = "") -> subprocess.Co
         except Exception as error:  # what the interpreter would print after the traceback
             status = 1
             err.write(f"{type(error).__module__}.{type(error).__name__}: {error}\n")
+    if check and status != 0:
+        raise AssertionError(f"{tool} {' '.join(args)} failed ({status}):\n{err.getvalue()[-4000:]}")
     return subprocess.CompletedProcess([tool, *args], status, out.getvalue(), err.getvalue())

@@ -9,8 +9,7 @@ from fairseq.logging import metrics
 
 from ode_seq.solvers import AdaptiveSolveError, EvaluationCounter
 from testkit import device_checks
-from testkit.families import FEATURES
-from tests.conftest import TinyTask, build_model, random_batch
+from tests.conftest import TinyTask, build_family_model, build_model, random_batch
 from tests.numerics import assert_computes, assert_incremental_decoding_equals_full_forward
 
 
@@ -191,8 +190,7 @@ def test_dopri5_model_gets_finite_gradients_in_float16():
     """No gradient flows through the step-size control, whose error norm overflowed float16
     gradients of the source embeddings."""
     task = TinyTask()
-    arch, options = FEATURES["dopri5, parallel field, shared weights"]
-    model = build_model(arch, task, **options).half().train()
+    model = build_family_model("dopri5, parallel field, shared weights", task).half().train()
     src, lengths, prev = random_batch(task, [6, 4, 3, 8])
     logits = model(src, lengths, prev)[0]
     torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), prev.roll(-1, 1).flatten()).backward()

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from testkit import device_checks
-from tests.e2e.corpus import preprocess, preprocess_lm, write_lm_corpus, write_reversal_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"residual_6_6", "rk2_learned_6_6", "rk4_6_6", "residual_24_6"}
@@ -20,23 +19,7 @@ LM_CONFIGS = {"residual", "rk2_learned", "rk4", "pcformer", "residual_2x", "iiet
 
 
 @pytest.fixture(scope="module")
-def data_bin(tmp_path_factory) -> Path:
-    raw = tmp_path_factory.mktemp("corpus")
-    write_reversal_corpus(raw)
-    preprocess(raw, raw / "bin")
-    return raw / "bin"
-
-
-@pytest.fixture(scope="module")
-def lm_data_bin(tmp_path_factory) -> Path:
-    raw = tmp_path_factory.mktemp("lm-corpus")
-    write_lm_corpus(raw)
-    preprocess_lm(raw, raw / "bin")
-    return raw / "bin"
-
-
-@pytest.fixture(scope="module")
-def smoke_run(data_bin, lm_data_bin, tmp_path_factory):
+def smoke_run(data_bin, lm_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu-run")
     env = dict(os.environ, PYTHON=sys.executable, OMP_NUM_THREADS="1")
     env.pop("OUT", None)
@@ -50,7 +33,7 @@ def smoke_run(data_bin, lm_data_bin, tmp_path_factory):
             "--data-bin",
             str(data_bin),
             "--lm-data-bin",
-            str(lm_data_bin),
+            str(lm_data),
         ],
         capture_output=True,
         text=True,

@@ -11,28 +11,11 @@ import pytest
 import torch
 
 from ode_seq.checkpoint_files import load_checkpoint
-from tests.e2e.cli import TINY_MODEL, run
-from tests.e2e.corpus import preprocess, write_reversal_corpus
+from testkit.in_process import run_in_process
+from tests.e2e.cli import PRE_NORM_TRANSFORMER, TINY_MODEL, TRANSLATION_TRAINING
+from tests.e2e.corpus import reversal_data_bin
 
-TRAIN = [
-    "--user-dir",
-    "user_dir",
-    "--optimizer",
-    "adam",
-    "--max-tokens",
-    "1000",
-    "--criterion",
-    "label_smoothed_cross_entropy",
-    "--share-all-embeddings",
-    "--seed",
-    "1",
-    "--no-progress-bar",
-    "--log-format",
-    "simple",
-    "--num-workers",
-    "0",
-    "--disable-validation",
-]
+TRAIN = [*TRANSLATION_TRAINING, "--max-tokens", "1000", "--disable-validation"]
 COEFFICIENTS = re.compile(r"\.combiner\.")
 
 
@@ -40,18 +23,13 @@ COEFFICIENTS = re.compile(r"\.combiner\.")
 def vanilla(tmp_path_factory):
     """(data-bin, checkpoint) of fairseq's own pre-norm `transformer`, 3 updates."""
     raw = tmp_path_factory.mktemp("raw")
-    write_reversal_corpus(raw, {"train": 120, "valid": 10})
-    preprocess(raw, raw / "bin", splits=("train", "valid"))
+    data_bin = reversal_data_bin(raw, {"train": 120, "valid": 10})
     save = raw / "vanilla"
-    run(
+    run_in_process(
         "fairseq-train",
         [
-            str(raw / "bin"),
-            "--arch",
-            "transformer",
-            "--encoder-normalize-before",
-            "--decoder-normalize-before",
-            *TINY_MODEL,
+            str(data_bin),
+            *PRE_NORM_TRANSFORMER,
             *TRAIN,
             "--lr",
             "0.003",
@@ -60,14 +38,15 @@ def vanilla(tmp_path_factory):
             "--save-dir",
             str(save),
         ],
+        check=True,
     )
-    return raw / "bin", save / "checkpoint_last.pt"
+    return data_bin, save / "checkpoint_last.pt"
 
 
 def finetune(vanilla, save_dir, arch, *options, check=True):
     """Fine-tune ``vanilla`` into ``arch`` for one update at learning rate 0 (weights unchanged)."""
     data, checkpoint = vanilla
-    return run(
+    return run_in_process(
         "fairseq-train",
         [
             str(data),

@@ -23,6 +23,7 @@ from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.models.teacher import load_teacher
 from ode_seq.training_data.record import DataMismatchError
 from testkit.in_process import run_in_process
+from tests.e2e.cli import subset_args
 from tests.fixtures.make_fixtures import CHECKPOINTS, HERE
 from tests.reliability import mismatch_data as md
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU
@@ -162,16 +163,7 @@ def interactive(data: Path, path: Path, *extra: str) -> Command:
 
 def eval_lm(data: Path, path: Path) -> Command:
     sizes = ["--tokens-per-sample", "32", "--batch-size", "4"]
-    return "fairseq-eval-lm", [
-        str(data),
-        "--user-dir",
-        "user_dir",
-        "--path",
-        str(path),
-        "--gen-subset",
-        "valid",
-        *sizes,
-    ]
+    return "fairseq-eval-lm", subset_args(data, path, "valid", *sizes)
 
 
 def average(*paths: Path, output: Path) -> Command:

@@ -22,7 +22,6 @@ from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint
 from ode_seq.cli.export import main as export
 from ode_seq.export.hf_tokenizer import FairseqTokenizer
 from testkit.in_process import run_in_process
-from tests.e2e.corpus import preprocess_lm, write_lm_corpus
 from tests.export.models import language_model_checkpoint, lm_hypotheses
 from tests.reliability import mismatch_data as md
 
@@ -42,14 +41,6 @@ def never_ending(checkpoint: Path, output_projection: str) -> None:
     model["decoder.layer_norm.bias"].copy_(u)
     model[output_projection][2] = -4.0 * u
     save_checkpoint(state, str(checkpoint))
-
-
-@pytest.fixture(scope="module")
-def lm_data(tmp_path_factory) -> Path:
-    raw = tmp_path_factory.mktemp("lm_raw")
-    write_lm_corpus(raw)
-    preprocess_lm(raw, raw / "bin")
-    return raw / "bin"
 
 
 @pytest.fixture(scope="module")
