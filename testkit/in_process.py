@@ -80,18 +80,19 @@ def entry_point(tool: str, args: List[str]) -> Callable[[], Optional[int]]:
 
 @contextmanager
 def logging_to(stream: TextIO) -> Iterator[None]:
-    """The log records of level ``LOGLEVEL`` (fairseq's default: INFO) and above also go to
-    ``stream``, formatted as fairseq's tools format them."""
+    """The log records of level ``LOGLEVEL`` (fairseq's default: INFO) and above go to ``stream``
+    alone, formatted as fairseq's tools format them: a console script's one log handler (a record
+    that cannot be formatted is reported on stderr, and the run goes on)."""
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
-    level = root.level
+    handlers, level = root.handlers[:], root.level
+    root.handlers = [handler]
     root.setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
-    root.addHandler(handler)
     try:
         yield
     finally:
-        root.removeHandler(handler)
+        root.handlers = handlers
         root.setLevel(level)
 
 

@@ -9,7 +9,6 @@ generation run to its length cap, :func:`never_ending` makes </s> the least like
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 from typing import List
@@ -107,11 +106,10 @@ def test_eval_lm_refuses_whole_lines_longer_than_the_models_positions(lm_data, t
 @pytest.mark.parametrize(
     "options", [["--tokens-per-sample", "32"], ["--tokens-per-sample", "32", "--context-window", "16"]]
 )
-def test_eval_lm_within_the_positions_scores_every_token(lm_data, language_model, options, caplog):
-    caplog.set_level(logging.INFO, logger="fairseq_cli.eval_lm")
+def test_eval_lm_within_the_positions_scores_every_token(lm_data, language_model, options):
     result = eval_lm(lm_data, language_model, *options)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert f"Evaluated {TEST_TOKENS} tokens" in caplog.text
+    assert f"Evaluated {TEST_TOKENS} tokens" in result.stdout  # its log
 
 
 def fairseq_words(checkpoint: Path, prompt: List[int]) -> List[int]:
