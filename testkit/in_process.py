@@ -26,6 +26,8 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 from omegaconf import DictConfig, open_dict
 
+from ode_seq.fairseq_fixes import save_dir_lock
+
 # The checkout: the folder holding the ode_seq and user_dir packages.
 PACKAGES = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN_DIR = os.path.join(PACKAGES, "user_dir")
@@ -110,6 +112,18 @@ def forget_earlier_runs() -> None:
 
 
 @contextmanager
+def releasing_save_dir_locks() -> Iterator[None]:
+    """The save-directory locks a run takes (fix save_dir_lock holds them for the rest of the
+    process's life) are released when it ends, as its process's exit releases them."""
+    before = set(save_dir_lock._held)  # the fix's registry: real path of a save directory -> descriptor
+    try:
+        yield
+    finally:
+        for save_dir in set(save_dir_lock._held) - before:
+            os.close(save_dir_lock._held.pop(save_dir))
+
+
+@contextmanager
 def one_torch_thread() -> Iterator[None]:
     """torch on one intra-op thread, as the tests run the console scripts (``OMP_NUM_THREADS=1``)."""
     threads = torch.get_num_threads()
@@ -122,13 +136,15 @@ def one_torch_thread() -> Iterator[None]:
 
 def run_in_process(tool: str, args: List[str], stdin: str = "", check: bool = False) -> subprocess.CompletedProcess:
     """The exit status, standard output (with the log) and standard error the console script would
-    give, run from :data:`PACKAGES` on one torch thread as in a new process (:func:`forget_earlier_runs`):
+    give, run from :data:`PACKAGES` on one torch thread as in a process of its own (:func:`forget_earlier_runs`,
+    :func:`releasing_save_dir_locks`):
     an uncaught exception is status 1 with its last line ``module.Type: message`` on stderr.
     ``check``: fail, with the end of stderr, unless the status is 0."""
     out, err = io.StringIO(), io.StringIO()
     call = entry_point(tool, args)
     forget_earlier_runs()
     with (
+        releasing_save_dir_locks(),
         one_torch_thread(),
         chdir(PACKAGES),
         redirect_stdout(out),

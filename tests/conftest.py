@@ -15,6 +15,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import fairseq_cli.eval_lm  # noqa: E402,F401  (as fairseq-eval-lm has it before the plugin patches it)
+import fairseq_cli.train  # noqa: E402,F401  (as fairseq-train has it before the plugin patches it)
 from fairseq.models import FairseqDecoder, FairseqEncoderDecoderModel  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 

@@ -6,13 +6,14 @@ any other parameter the checkpoint lacks still stops the run."""
 from __future__ import annotations
 
 import re
+from typing import List
 
 import pytest
 import torch
 
 from ode_seq.checkpoint_files import load_checkpoint
 from testkit.in_process import run_in_process
-from tests.e2e.cli import PRE_NORM_TRANSFORMER, TINY_MODEL, TRANSLATION_TRAINING
+from tests.e2e.cli import PRE_NORM_TRANSFORMER, TINY_MODEL, TRANSLATION_TRAINING, run
 from tests.e2e.corpus import reversal_data_bin
 
 TRAIN = [*TRANSLATION_TRAINING, "--max-tokens", "1000", "--disable-validation"]
@@ -43,29 +44,26 @@ def vanilla(tmp_path_factory):
     return data_bin, save / "checkpoint_last.pt"
 
 
-def finetune(vanilla, save_dir, arch, *options, check=True):
-    """Fine-tune ``vanilla`` into ``arch`` for one update at learning rate 0 (weights unchanged)."""
+def finetuning(vanilla, save_dir, arch, *options) -> List[str]:
+    """fairseq-train's command line fine-tuning ``vanilla`` into ``arch`` for one update at learning
+    rate 0 (weights unchanged)."""
     data, checkpoint = vanilla
-    return run_in_process(
-        "fairseq-train",
-        [
-            str(data),
-            "--arch",
-            arch,
-            *TINY_MODEL,
-            *options,
-            *TRAIN,
-            "--lr",
-            "0",
-            "--max-update",
-            "1",
-            "--finetune-from-model",
-            str(checkpoint),
-            "--save-dir",
-            str(save_dir),
-        ],
-        check=check,
-    )
+    return [
+        str(data),
+        "--arch",
+        arch,
+        *TINY_MODEL,
+        *options,
+        *TRAIN,
+        "--lr",
+        "0",
+        "--max-update",
+        "1",
+        "--finetune-from-model",
+        str(checkpoint),
+        "--save-dir",
+        str(save_dir),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -79,7 +77,7 @@ def finetune(vanilla, save_dir, arch, *options, check=True):
 def test_vanilla_checkpoint_finetunes_into_learned_coefficients_with_its_weights(
     vanilla, tmp_path, arch, options, initialised
 ):
-    out = finetune(vanilla, tmp_path, arch, *options)
+    out = run_in_process("fairseq-train", finetuning(vanilla, tmp_path, arch, *options), check=True)
     log = out.stdout + out.stderr
     initialised_lines = re.findall(
         r"INFO \| ode_seq\.models\.ode_transformer \| --finetune-from-model: "
@@ -97,14 +95,11 @@ def test_vanilla_checkpoint_finetunes_into_learned_coefficients_with_its_weights
 
 
 def test_other_missing_parameters_still_stop_the_finetuning(vanilla, tmp_path):
-    out = finetune(
-        vanilla,
-        tmp_path,
-        "ode_transformer_rk2_learned_small",
-        "--encoder-layer-history",
-        "learnable_dense",
-        check=False,
+    """The console script: its message is the traceback's cause, which a process prints."""
+    args = finetuning(
+        vanilla, tmp_path, "ode_transformer_rk2_learned_small", "--encoder-layer-history", "learnable_dense"
     )
+    out = run("fairseq-train", args, check=False)
     assert out.returncode != 0
     assert re.search(r"do not fit the model .* \d+ parameters missing from the checkpoint", out.stderr), out.stderr[
         -3000:
