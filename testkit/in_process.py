@@ -136,10 +136,10 @@ def one_torch_thread() -> Iterator[None]:
 
 def run_in_process(tool: str, args: List[str], stdin: str = "", check: bool = False) -> subprocess.CompletedProcess:
     """The exit status, standard output (with the log) and standard error the console script would
-    give, run from :data:`PACKAGES` on one torch thread as in a process of its own (:func:`forget_earlier_runs`,
-    :func:`releasing_save_dir_locks`):
-    an uncaught exception is status 1 with its last line ``module.Type: message`` on stderr.
-    ``check``: fail, with the end of stderr, unless the status is 0."""
+    give, run from :data:`PACKAGES` on one torch thread as in a process of its own
+    (:func:`forget_earlier_runs`, :func:`releasing_save_dir_locks`): an uncaught exception is status
+    1 with its last line ``module.Type: message`` on stderr (a message only its cause holds needs the
+    console script). ``check``: fail, with the end of stderr, unless the status is 0."""
     out, err = io.StringIO(), io.StringIO()
     call = entry_point(tool, args)
     forget_earlier_runs()
