@@ -24,10 +24,10 @@ import sys
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from benchmarks.gpu_checks import trainer_arguments
 from benchmarks.gpu_study import parse_study_args, round_robin, study_parser
-from ode_seq.models.families import command_line
-from ode_seq.models.in_process import PLUGIN_DIR
+from testkit.device_checks import trainer_arguments
+from testkit.families import command_line
+from testkit.in_process import PLUGIN_DIR
 
 # configuration → (architecture, multiple of the recipe's layers, further model options)
 CONFIGS = {

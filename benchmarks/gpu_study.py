@@ -30,9 +30,9 @@ from fairseq import utils
 from fairseq.sequence_generator import SequenceGenerator
 
 import user_dir  # noqa: F401  (registers the models, applies the fairseq fixes)
-from benchmarks.gpu_checks import training_arguments
-from ode_seq.models.by_name import transformer_sizes
-from ode_seq.models.in_process import fairseq_trainer
+from testkit.by_name import transformer_sizes
+from testkit.device_checks import training_arguments
+from testkit.in_process import fairseq_trainer
 
 # configuration → (architecture, encoder layers); decoders have as many layers as a 6-6 model's.
 CONFIGS = {

@@ -14,7 +14,7 @@ from torch import nn
 
 import user_dir  # noqa: F401  (registers ode_transformer, applies the fairseq fixes)
 from benchmarks.settings import Settings
-from ode_seq.models.by_name import DictionaryTask, build_model
+from testkit.by_name import DictionaryTask, build_model
 
 
 @dataclass(frozen=True)

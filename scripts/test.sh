@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up if needed, then run the test suite: bash scripts/test.sh [pytest args, default: tests]
+# Set up if needed, then run the test suite: bash scripts/test.sh [pytest args, default: tests benchmarks/tests]
 # The tests run in ODE_SEQ_TEST_WORKERS processes (pytest-xdist, each test file in one process;
 # default: the CPUs this process may use, at most 4); ODE_SEQ_TEST_WORKERS=0 runs them in this one.
 # Files are handed out in collection order, which starts with the end-to-end pipelines (the longest
@@ -10,7 +10,7 @@ unset CDPATH  # with CDPATH set, `cd DIR` may go elsewhere and print where it we
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup.sh"
 cd "$ROOT"
-[ $# -gt 0 ] || set -- tests
+[ $# -gt 0 ] || set -- tests benchmarks/tests
 WORKERS="${ODE_SEQ_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
 if ! [[ "$WORKERS" =~ ^[0-9]+$ ]]; then
   echo "ODE_SEQ_TEST_WORKERS=$WORKERS: give a number of worker processes (0: none, run in this process)" >&2

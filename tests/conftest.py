@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -14,24 +15,23 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import fairseq_cli.eval_lm  # noqa: E402,F401  (as fairseq-eval-lm has it before the plugin patches it)
+import fairseq_cli.train  # noqa: E402,F401  (as fairseq-train has it before the plugin patches it)
 from fairseq.models import FairseqDecoder, FairseqEncoderDecoderModel  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 
 import user_dir  # noqa: E402,F401  (registers models and architectures)
-from ode_seq.models.by_name import DictionaryTask, random_batch, word_dictionary  # noqa: E402,F401
-from ode_seq.models.by_name import build_model as build_sized_model  # noqa: E402
+from testkit.by_name import DictionaryTask, random_batch, word_dictionary  # noqa: E402,F401
+from testkit.by_name import build_model as build_sized_model  # noqa: E402
+from testkit.families import FEATURES  # noqa: E402
+from tests.e2e.corpus import lm_data_bin, reversal_data_bin  # noqa: E402
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, model_precision  # noqa: E402
 
-TINY = dict(
-    encoder_embed_dim=32,
-    decoder_embed_dim=32,
-    encoder_ffn_embed_dim=64,
-    decoder_ffn_embed_dim=64,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_layers=2,
-    decoder_layers=2,
-)
+# Tiny sizes, the same in the encoder and the decoder: d = 32, FFN 64, 4 heads, 2 layers.
+TINY = {
+    f"{side}_{option}": value
+    for side in ("encoder", "decoder")
+    for option, value in dict(embed_dim=32, ffn_embed_dim=64, attention_heads=4, layers=2).items()
+}
 
 
 class TinyTask(DictionaryTask):
@@ -44,6 +44,13 @@ class TinyTask(DictionaryTask):
 def build_model(arch: str, task: TinyTask | None = None, seed: int = 0, **overrides):
     """fairseq model ``arch`` with tiny sizes; ``overrides`` are command-line option values."""
     return build_sized_model(arch, task or TinyTask(), seed, **{**TINY, **overrides})
+
+
+def build_family_model(feature: str, task: TinyTask | None = None, **overrides):
+    """The tiny model of :data:`testkit.families.FEATURES` ``feature`` (e.g. "dopri5, parallel field,
+    shared weights": the adaptive solver, without dropout)."""
+    arch, options = FEATURES[feature]
+    return build_model(arch, task, **{**options, **overrides})
 
 
 class RecomputingDecoder(FairseqDecoder):
@@ -123,3 +130,16 @@ def checkout_stays_clean() -> Iterator[None]:
 @pytest.fixture
 def task() -> TinyTask:
     return TinyTask()
+
+
+@pytest.fixture(scope="session")
+def data_bin(tmp_path_factory) -> Path:
+    """The reversal corpus (tests.e2e.corpus), binarised; read it, never change it."""
+    return reversal_data_bin(tmp_path_factory.mktemp("raw"))
+
+
+@pytest.fixture(scope="session")
+def lm_data(tmp_path_factory) -> Path:
+    """The language-model corpus binarised (fairseq-preprocess --only-source); the text is in its
+    parent; read it, never change it."""
+    return lm_data_bin(tmp_path_factory.mktemp("lm_raw"))

@@ -37,8 +37,8 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import torch
 from torch import nn
 
-from ode_seq.models.by_name import random_batch
-from ode_seq.models.incremental_decoding import full_and_incremental_log_probs
+from testkit.by_name import random_batch
+from testkit.incremental_decoding import full_and_incremental_log_probs
 
 C = 4
 LOG_VARIABLE = "ODE_SEQ_NUMERICS_LOG"

@@ -8,8 +8,8 @@ import pytest
 import torch
 from fairseq.models import ARCH_MODEL_NAME_REGISTRY, ARCH_MODEL_REGISTRY
 
-from ode_seq.models.by_name import architecture_options, build_model, random_batch
 from ode_seq.training_data.model_options import KIND_MODELS
+from testkit.by_name import architecture_options, build_model, random_batch
 from tests.conftest import TINY, TinyTask
 
 # Published parameter counts with a ~32K joint vocabulary and shared embeddings (En-De).

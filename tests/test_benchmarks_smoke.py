@@ -1,4 +1,4 @@
-"""The benchmark command in its tiny --smoke mode, and its CPU peak-memory measurement."""
+"""The benchmark command in its tiny --smoke mode (its measurement: benchmarks/tests/test_measure.py)."""
 
 import json
 import math
@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.measure import median_ratio, peak_extra_bytes
-from benchmarks.settings import parse_settings
 from tests.e2e.cli import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -51,35 +49,6 @@ def test_smoke_run_prints_every_row_with_a_finite_ratio(tmp_path):
     assert target[("rk4 2-2 / transformer 2-2", "sentences/s (beam 4)")] == [">=", 0.85]
     assert target[("rk4 2-2 ckpt-stages / transformer 2-2", "peak training memory")] == ["<=", 1.2]
     assert target[("rk4 block (n=4) / transformer layer", "seconds per step @prefix 8")] == ["<=", 4.4]
-
-
-def test_cpu_peak_memory_is_the_largest_running_sum_of_allocations():
-    def allocate():
-        a = torch.empty(1_000_000)  # 4 MB
-        b = torch.empty(2_000_000)  # +8 MB = 12 MB live: the peak
-        del a
-        c = torch.empty(500_000)  # 10 MB live
-        del b, c
-
-    assert peak_extra_bytes(allocate, torch.device("cpu")) == 12_000_000
-
-
-def test_cpu_peak_memory_is_not_lowered_by_freeing_blocks_of_an_earlier_measurement():
-    kept = []
-    peak_extra_bytes(lambda: kept.append(torch.empty(3_000_000)), torch.device("cpu"))
-    assert len(kept) == 2  # 24 MB allocated while an earlier measurement was recording
-
-    def free_earlier_then_allocate():
-        kept.clear()
-        a = torch.empty(1_000_000)
-        b = torch.empty(2_000_000)
-        del a, b
-
-    assert peak_extra_bytes(free_earlier_then_allocate, torch.device("cpu")) == 12_000_000
-
-
-def test_median_ratio_pairs_rounds_before_taking_the_median():
-    assert median_ratio([2.0, 4.0, 100.0], [1.0, 2.0, 10.0]) == 2.0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the script would run")
@@ -129,10 +98,3 @@ def test_lm_sections_compare_ode_lms_with_transformer_lm_at_the_same_layer_evalu
     assert training == expected and len(rows) == len(expected) + 4
     generation = [r["comparison"] for r in rows if r["section"] == "lm-generation"]
     assert generation == [f"{ode} / transformer_lm {layers}L" for ode, layers in same_evaluations]
-
-
-def test_a_size_below_one_is_refused_naming_its_flag(capsys):
-    with pytest.raises(SystemExit):
-        parse_settings(["--smoke", "--lm-prompt-len", "0", "--rounds", "0", "--warmup", "0", "--seed", "0"])
-    error = capsys.readouterr().err.splitlines()[-1]
-    assert error.endswith("error: --lm-prompt-len must be >= 1; --rounds must be >= 1")

@@ -8,7 +8,8 @@ import torch
 from fairseq.logging import metrics
 
 from ode_seq.solvers import AdaptiveSolveError, EvaluationCounter
-from tests.conftest import TinyTask, build_model, random_batch
+from testkit import device_checks
+from tests.conftest import TinyTask, build_family_model, build_model, random_batch
 from tests.numerics import assert_computes, assert_incremental_decoding_equals_full_forward
 
 
@@ -180,9 +181,7 @@ def test_dopri5_encoder_in_float16_and_bfloat16_is_as_close_to_float32_as_rk4(si
     """The error norm is taken in float32 (in float16 its squares overflowed, and torchdiffeq
     stopped with 'underflow in dt 0.0'), and so is the state (at d=512 a bfloat16 state lost the
     small steps' increments: 6 % relative error, 13 times RK4's)."""
-    from benchmarks import gpu_checks
-
-    results = list(gpu_checks.adaptive_checks(getattr(gpu_checks, sizes), "cpu"))
+    results = list(device_checks.adaptive_checks(getattr(device_checks, sizes), "cpu"))
     assert [r["dtype"] for r in results] == ["fp16", "bf16"]
     assert all(r["passed"] and r["evaluations"] > 0 for r in results), results
 
@@ -190,11 +189,8 @@ def test_dopri5_encoder_in_float16_and_bfloat16_is_as_close_to_float32_as_rk4(si
 def test_dopri5_model_gets_finite_gradients_in_float16():
     """No gradient flows through the step-size control, whose error norm overflowed float16
     gradients of the source embeddings."""
-    from ode_seq.models.families import FEATURES
-
     task = TinyTask()
-    arch, options = FEATURES["dopri5, parallel field, shared weights"]
-    model = build_model(arch, task, **options).half().train()
+    model = build_family_model("dopri5, parallel field, shared weights", task).half().train()
     src, lengths, prev = random_batch(task, [6, 4, 3, 8])
     logits = model(src, lengths, prev)[0]
     torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), prev.roll(-1, 1).flatten()).backward()

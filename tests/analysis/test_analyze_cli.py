@@ -1,16 +1,16 @@
-"""``python -m ode_seq.cli.analyze`` end to end on checkpoints trained by fairseq-train."""
+"""``python -m ode_seq.cli.analyze`` end to end on checkpoints trained by fairseq-train, both run in
+this process (tests/install/test_ode_seq_command.py runs the ``ode-seq`` console script)."""
 
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from ode_seq.cli.analyze import main
-from tests.e2e.cli import TINY_MODEL, run
-from tests.e2e.corpus import preprocess, write_reversal_corpus
-from tests.e2e.test_fairseq_cli import CLI_SIZES, TRAIN
+from testkit.in_process import run_in_process
+from tests.e2e.cli import TINY_MODEL, TRAIN
+from tests.e2e.corpus import CLI_SIZES, reversal_data_bin
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_PNG_BYTES = 200_000
@@ -19,11 +19,10 @@ ARCHS = ("ode_transformer_rk2_learned", "ode_transformer_rk4_encdec")
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
-    """Both architectures trained for a few updates and analysed (two processes at a time)."""
+    """Both architectures trained for a few updates by fairseq-train and analysed (both tools' entry
+    points, in this process)."""
     root = tmp_path_factory.mktemp("analyze")
-    write_reversal_corpus(root, CLI_SIZES)
-    data = root / "bin"
-    preprocess(root, data, splits=("train", "valid"))
+    data = reversal_data_bin(root, CLI_SIZES)
     (root / "steps.json").write_text(json.dumps({"steps": [2, 4, 8], "scores": [1.0, 2.5, 2.7], "metric": "BLEU"}))
     train = {
         arch: [
@@ -65,17 +64,17 @@ def reports(tmp_path_factory):
         ]
         for arch in ARCHS
     }
-    with ThreadPoolExecutor(len(ARCHS)) as pool:
-        list(pool.map(lambda a: run(*train[a]), ARCHS))
-        list(pool.map(lambda a: run(*analyse[a]), ARCHS))
+    for arch in ARCHS:
+        run_in_process(*train[arch], check=True)
+        run_in_process(*analyse[arch], check=True)
     return {arch: root / f"report-{arch}" for arch in ARCHS}
 
 
-def _report(directory):
-    return json.loads((directory / "report.json").read_text())
-
-
-def _check_figures(directory, figures, drawn, skipped):
+def report_with_figures(directory, drawn, skipped):
+    """The report.json in ``directory``, after checking that it drew the figures ``drawn`` (PNG files
+    of a bounded size) and says why it skipped the figures ``skipped``."""
+    report = json.loads((directory / "report.json").read_text())
+    figures = report["figures"]
     assert sorted(n for n, v in figures.items() if isinstance(v, str)) == sorted(drawn)
     assert sorted(n for n, v in figures.items() if not isinstance(v, str)) == sorted(skipped)
     for name in drawn:
@@ -83,20 +82,15 @@ def _check_figures(directory, figures, drawn, skipped):
         assert png[:8] == PNG_SIGNATURE and len(png) < MAX_PNG_BYTES
     for name in skipped:
         assert figures[name]["skipped"]
+    return report
 
 
 SPECTRA = ["spectra_encoder", "spectra_decoder", "spectra_depth", "trajectory", "lyapunov"]
 
 
 def test_learned_gate_model_gets_every_figure_and_its_numbers(reports):
-    directory = reports["ode_transformer_rk2_learned"]
-    report = _report(directory)
-    _check_figures(
-        directory,
-        report["figures"],
-        drawn=SPECTRA + ["coefficients", "gates", "score_vs_steps"],
-        skipped=["nfe_vs_length", "teacher_errors"],
-    )
+    drawn, skipped = SPECTRA + ["coefficients", "gates", "score_vs_steps"], ["nfe_vs_length", "teacher_errors"]
+    report = report_with_figures(reports["ode_transformer_rk2_learned"], drawn, skipped)
     assert "--teacher" in report["figures"]["teacher_errors"]["skipped"]
     bounds = report["euler_error_bounds"]
     assert "forward Euler's" in bounds["encoder"][0]["skipped"]  # heun blocks
@@ -124,14 +118,8 @@ def test_learned_gate_model_gets_every_figure_and_its_numbers(reports):
 
 
 def test_fixed_coefficient_model_skips_gate_figures_with_a_note(reports):
-    directory = reports["ode_transformer_rk4_encdec"]
-    report = _report(directory)
-    _check_figures(
-        directory,
-        report["figures"],
-        drawn=SPECTRA,
-        skipped=["coefficients", "gates", "nfe_vs_length", "score_vs_steps", "teacher_errors"],
-    )
+    skipped = ["coefficients", "gates", "nfe_vs_length", "score_vs_steps", "teacher_errors"]
+    report = report_with_figures(reports["ode_transformer_rk4_encdec"], SPECTRA, skipped)
     assert "fixed weights" in report["figures"]["coefficients"]["skipped"]
     assert report["figures"]["gates"]["skipped"] == "no learned gates (coefficients: fixed)"
     decoder = report["trajectories"]["decoder"]

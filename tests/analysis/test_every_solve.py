@@ -18,7 +18,7 @@ from ode_seq.analysis.token_sensitivity import (
     step_maps,
 )
 from ode_seq.analysis.trajectories import record_trajectories
-from tests.conftest import build_model, random_batch
+from tests.conftest import build_family_model, build_model, random_batch
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, assert_rows_sum_to_one
 from tests.test_predictor_corrector import pc_model
 
@@ -81,14 +81,7 @@ def test_learned_gates_are_recorded_at_every_step_of_a_multi_step_block(task):
 
 
 def test_adaptive_solve_is_reported_with_its_method_and_evaluations(task):
-    model = build_model(
-        "ode_transformer_parallel_shared_dopri5",
-        task,
-        encoder_share_group_size=2,
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-    ).eval()
+    model = build_family_model("dopri5, parallel field, shared weights", task).eval()
     evaluations = []
     model.encoder.layers[0].fc1.register_forward_hook(lambda m, args, out: evaluations.append(1))
     (block,) = record_trajectories(model, _net_input(task), task.source_dictionary.pad())["encoder"]

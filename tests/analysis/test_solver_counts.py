@@ -10,20 +10,13 @@ import torch
 
 from ode_seq.analysis.plots import plot_nfe_vs_length, plot_score_vs_steps
 from ode_seq.analysis.solver_counts import adaptive_blocks, nfe_against_length, read_step_scores
-from tests.conftest import build_model
+from tests.conftest import build_family_model, build_model
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def test_nfe_of_each_sentence_is_the_field_evaluations_of_its_adaptive_solve(task):
-    model = build_model(
-        "ode_transformer_parallel_shared_dopri5",
-        task,
-        encoder_share_group_size=2,
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-    ).eval()
+    model = build_family_model("dopri5, parallel field, shared weights", task).eval()
     (block,) = adaptive_blocks(model.encoder)
     evaluations = []
     block.fc1.register_forward_hook(lambda module, args, out: evaluations.append(1))

@@ -8,10 +8,11 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from tests.reliability.in_process import run_in_process
+from testkit.in_process import run_in_process
 
 WORDS = [f"w{i}" for i in range(24)]
 SIZES = {"train": 400, "valid": 20, "test": 20}
+CLI_SIZES = {"train": 400, "valid": 30, "test": 25}  # the end-to-end tests of the tools
 LM_SIZES = {"train": 300, "valid": 20, "test": 20}
 # The slice of the bundled Bible corpus that the translation pipelines' tests prepare (prepare_bible.sh options).
 BIBLE_SLICE = [
@@ -76,6 +77,13 @@ def preprocess(
     )
 
 
+def reversal_data_bin(raw: Path, sizes: Dict[str, int] = SIZES) -> Path:
+    """The reversal corpus of ``sizes`` written in ``raw`` and binarised into ``raw/bin`` (returned)."""
+    write_reversal_corpus(raw, sizes)
+    preprocess(raw, raw / "bin", splits=tuple(sizes))
+    return raw / "bin"
+
+
 def write_lm_corpus(directory: Path, sizes: Dict[str, int] = LM_SIZES, seed: int = 0) -> None:
     """``{split}.txt``: lines of 3–12 words, each word followed by its successor with probability
     ½ (something for a model to learn)."""
@@ -96,11 +104,14 @@ def preprocess_lm(raw: Path, destdir: Path) -> None:
     fairseq_preprocess(["--only-source", *prefixes, "--destdir", str(destdir), "--workers", "1"], check=True)
 
 
+def lm_data_bin(raw: Path) -> Path:
+    """The language-model corpus written in ``raw`` and binarised (--only-source) into ``raw/bin`` (returned)."""
+    write_lm_corpus(raw)
+    preprocess_lm(raw, raw / "bin")
+    return raw / "bin"
+
+
 def fairseq_preprocess(args: List[str], check: bool) -> subprocess.CompletedProcess:
     """fairseq-preprocess's entry point in this process, without a subprocess's seconds of start-up
     (these corpora take a fraction of a second to binarise); ``check``: a failure raises."""
-    result = run_in_process("fairseq-preprocess", args)
-    if check and result.returncode != 0:
-        command = " ".join(["fairseq-preprocess", *args])
-        raise AssertionError(f"{command} failed ({result.returncode}):\n{result.stderr[-4000:]}")
-    return result
+    return run_in_process("fairseq-preprocess", args, check=check)

@@ -1,5 +1,7 @@
 """Export through the real CLIs: a tiny Euler model trained by fairseq-train, exported to a plain
-fairseq checkpoint, CTranslate2 and Hugging Face M2M100, translates the same in each."""
+fairseq checkpoint, CTranslate2 and Hugging Face M2M100, translates the same in each. The tools
+with the plugin run their entry points in this process (:func:`testkit.in_process.run_in_process`);
+what must run without it (plain fairseq-generate, the Hugging Face folder) runs in a process of its own."""
 
 from __future__ import annotations
 
@@ -8,38 +10,26 @@ import re
 
 import pytest
 
-from tests.e2e.cli import TINY_MODEL, run
-from tests.e2e.corpus import preprocess, write_reversal_corpus
+from testkit.in_process import run_in_process
+from tests.e2e.cli import TINY_MODEL, TRANSLATION_TRAINING, export, run
+from tests.e2e.corpus import CLI_SIZES, reversal_data_bin
 from tests.numerics import score_tolerance
 
-SIZES = {"train": 400, "valid": 30, "test": 25}
+# 40 epochs at learning rate 0.005 (warm-up 10 updates, no dropout), no validation, the last checkpoint.
 TRAIN = [
-    "--user-dir",
-    "user_dir",
-    "--optimizer",
-    "adam",
+    *TRANSLATION_TRAINING,
     "--lr",
     "0.005",
-    "--max-tokens",
-    "1000",
     "--lr-scheduler",
     "inverse_sqrt",
     "--warmup-updates",
     "10",
     "--dropout",
     "0",
-    "--criterion",
-    "label_smoothed_cross_entropy",
     "--label-smoothing",
     "0.1",
-    "--share-all-embeddings",
-    "--seed",
-    "1",
-    "--no-progress-bar",
-    "--log-format",
-    "simple",
-    "--num-workers",
-    "0",
+    "--max-tokens",
+    "1000",
     "--max-epoch",
     "40",
     "--disable-validation",
@@ -48,32 +38,40 @@ TRAIN = [
 BEAM = ["--beam", "4", "--lenpen", "0.6"]
 
 
-def _train(tmp_path_factory, *arch):
-    raw = tmp_path_factory.mktemp("raw")
-    write_reversal_corpus(raw, SIZES)
-    preprocess(raw, raw / "bin")
-    save = tmp_path_factory.mktemp("ckpt")
-    run("fairseq-train", [str(raw / "bin"), "--arch", *arch, *TINY_MODEL, *TRAIN, "--save-dir", str(save)])
-    return raw / "bin", save / "checkpoint_last.pt"
+@pytest.fixture(scope="module")
+def data_bin(tmp_path_factory):
+    return reversal_data_bin(tmp_path_factory.mktemp("raw"), CLI_SIZES)
+
+
+def _train(data_bin, save, *arch):
+    """(data-bin, checkpoint) of ``arch`` trained with :data:`TRAIN`."""
+    run_in_process(
+        "fairseq-train", [str(data_bin), "--arch", *arch, *TINY_MODEL, *TRAIN, "--save-dir", str(save)], check=True
+    )
+    return data_bin, save / "checkpoint_last.pt"
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(data_bin, tmp_path_factory):
     """(data-bin, checkpoint) of an Euler ODE Transformer whose encoder is one layer shared over
     [0, 2] in 2 steps, trained 40 epochs (160 updates) on the reversal corpus."""
-    return _train(tmp_path_factory, "ode_transformer_euler_small", "--encoder-share-group-size", "2")
+    return _train(
+        data_bin, tmp_path_factory.mktemp("ckpt"), "ode_transformer_euler_small", "--encoder-share-group-size", "2"
+    )
 
 
 @pytest.fixture(scope="module")
-def trained_rk2(tmp_path_factory):
+def trained_rk2(data_bin, tmp_path_factory):
     """(data-bin, checkpoint) of the paper's RK2 encoder with the learned gate, plain decoder."""
-    return _train(tmp_path_factory, "ode_transformer_rk2_learned_small")
+    return _train(data_bin, tmp_path_factory.mktemp("ckpt"), "ode_transformer_rk2_learned_small")
 
 
 @pytest.fixture(scope="module")
-def trained_rk2_decoder(tmp_path_factory):
+def trained_rk2_decoder(data_bin, tmp_path_factory):
     """(data-bin, checkpoint) of RK2 encoder and decoder blocks with learned gates."""
-    return _train(tmp_path_factory, "ode_transformer_rk2_learned_small", "--decoder-ode-method", "heun")
+    return _train(
+        data_bin, tmp_path_factory.mktemp("ckpt"), "ode_transformer_rk2_learned_small", "--decoder-ode-method", "heun"
+    )
 
 
 def hypotheses(stdout: str):
@@ -89,24 +87,13 @@ def sources(stdout: str):
     return {int(i): s for i, s in re.findall(r"^S-(\d+)\t(.*)$", stdout, re.M)}
 
 
-def generate(data_bin, path, *extra, plugin=True, cwd=None):
-    plugin_args = ["--user-dir", "user_dir"] if plugin else ["--required-batch-size-multiple", "1"]
-    return run(
-        "fairseq-generate",
-        [
-            str(data_bin),
-            "--path",
-            str(path),
-            *BEAM,
-            "--max-tokens",
-            "1000",
-            "--gen-subset",
-            "test",
-            *plugin_args,
-            *extra,
-        ],
-        **({"cwd": cwd} if cwd else {}),
-    )
+def generate(data_bin, path, plugin_free_in=None):
+    """fairseq-generate with the plugin, in this process; or with ``plugin_free_in`` (a folder),
+    its console script run there without the plugin."""
+    args = [str(data_bin), "--path", str(path), *BEAM, "--max-tokens", "1000", "--gen-subset", "test"]
+    if plugin_free_in:
+        return run("fairseq-generate", [*args, "--required-batch-size-multiple", "1"], cwd=plugin_free_in)
+    return run_in_process("fairseq-generate", [*args, "--user-dir", "user_dir"], check=True)
 
 
 def test_plain_fairseq_without_the_plugin_and_ctranslate2_translate_as_the_ode_model(trained, tmp_path):
@@ -114,22 +101,16 @@ def test_plain_fairseq_without_the_plugin_and_ctranslate2_translate_as_the_ode_m
 
     data_bin, ckpt = trained
     ode = generate(data_bin, ckpt)
-    out = run(
-        "python",
-        ["-m", "ode_seq.cli.export", "--to", "fairseq", "--path", str(ckpt), "--output", str(tmp_path / "plain.pt")],
-    )
-    assert "exported 2 encoder and 2 decoder layers" in out.stdout
-    plain = generate(data_bin, tmp_path / "plain.pt", plugin=False, cwd=str(tmp_path))
+    out = export("--to", "fairseq", "--path", str(ckpt), "--output", str(tmp_path / "plain.pt"))
+    assert "exported 2 encoder and 2 decoder layers" in out
+    plain = generate(data_bin, tmp_path / "plain.pt", plugin_free_in=str(tmp_path))
     expected, positional = hypotheses(ode.stdout), positional_scores(ode.stdout)
-    assert len(expected) == SIZES["test"]
+    assert len(expected) == CLI_SIZES["test"]
     assert {i: h for i, (_, h) in hypotheses(plain.stdout).items()} == {i: h for i, (_, h) in expected.items()}
     for i, (score, _) in hypotheses(plain.stdout).items():  # 2 + 2 layer evaluations
         assert score == pytest.approx(expected[i][0], abs=score_tolerance([expected[i][0]], 4))
 
-    run(
-        "python",
-        ["-m", "ode_seq.cli.export", "--to", "ctranslate2", "--path", str(ckpt), "--output", str(tmp_path / "ct2")],
-    )
+    export("--to", "ctranslate2", "--path", str(ckpt), "--output", str(tmp_path / "ct2"))
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
     order = sorted(expected)
     src, hyps = sources(ode.stdout), [expected[i][1].split() for i in order]
@@ -172,7 +153,7 @@ def test_hugging_face_folder_translates_offline_as_fairseq_generate(request, tmp
 
     data_bin, ckpt = request.getfixturevalue(model)
     ode = generate(data_bin, ckpt)
-    run("python", ["-m", "ode_seq.cli.export", "--to", "hf", "--path", str(ckpt), "--output", str(tmp_path / "hf")])
+    export("--to", "hf", "--path", str(ckpt), "--output", str(tmp_path / "hf"))
     assert (tmp_path / "hf" / "model.safetensors").exists()
     expected, src = hypotheses(ode.stdout), sources(ode.stdout)
     order = sorted(expected)

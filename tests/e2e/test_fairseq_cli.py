@@ -1,5 +1,8 @@
 """End to end through fairseq's real CLIs: preprocess → train → average → generate → BLEU,
-interactive, the hub interface, and every registered architecture."""
+interactive, the hub interface, and every registered architecture. The console scripts run here
+once each (fairseq-train in the fixture ``trained``, fairseq-generate and fairseq-interactive in
+the first tests that use it, plain fairseq-generate without the plugin); the other runs call the
+same entry points in this process (:func:`testkit.in_process.run_in_process`)."""
 
 from __future__ import annotations
 
@@ -10,45 +13,17 @@ import sacrebleu
 import torch
 
 from ode_seq.checkpoint_files import load_checkpoint
+from ode_seq.models import ODETransformerModel
 from ode_seq.models.architectures import ARCHITECTURES, SETTINGS
-from tests.e2e.cli import TINY_MODEL, run
-from tests.e2e.corpus import WORDS, preprocess, write_reversal_corpus
+from testkit.in_process import run_in_process
+from tests.e2e.cli import PRE_NORM, TINY_MODEL, TRAIN, export, run, subset_args
+from tests.e2e.corpus import CLI_SIZES, WORDS, reversal_data_bin
 from tests.numerics import score_tolerance
-from tests.reliability.in_process import run_in_process
-
-CLI_SIZES = {"train": 400, "valid": 30, "test": 25}
 
 
 @pytest.fixture(scope="module")
 def data_bin(tmp_path_factory):
-    raw = tmp_path_factory.mktemp("raw")
-    write_reversal_corpus(raw, CLI_SIZES)
-    preprocess(raw, raw / "bin")
-    return raw / "bin"
-
-
-TRAIN = [
-    "--user-dir",
-    "user_dir",
-    "--optimizer",
-    "adam",
-    "--lr",
-    "0.003",
-    "--max-tokens",
-    "1000",
-    "--criterion",
-    "label_smoothed_cross_entropy",
-    "--label-smoothing",
-    "0.1",
-    "--share-all-embeddings",
-    "--seed",
-    "1",
-    "--no-progress-bar",
-    "--log-format",
-    "simple",
-    "--num-workers",
-    "0",
-]
+    return reversal_data_bin(tmp_path_factory.mktemp("raw"), CLI_SIZES)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +46,7 @@ def trained(data_bin, tmp_path_factory):
             str(save),
         ],
     )
-    out = run(
+    out = run_in_process(
         "python",
         [
             "-m",
@@ -83,6 +58,7 @@ def trained(data_bin, tmp_path_factory):
             "--output",
             str(save / "averaged.pt"),
         ],
+        check=True,
     )
     assert "checkpoint3.pt, checkpoint2.pt" in out.stdout
     return save
@@ -93,24 +69,10 @@ def _hypotheses(stdout: str):
 
 
 def test_generate_from_averaged_checkpoint_translates_every_test_sentence(data_bin, trained):
-    out = run(
-        "fairseq-generate",
-        [
-            str(data_bin),
-            "--user-dir",
-            "user_dir",
-            "--path",
-            str(trained / "averaged.pt"),
-            "--beam",
-            "4",
-            "--lenpen",
-            "0.6",
-            "--max-tokens",
-            "1000",
-            "--gen-subset",
-            "test",
-        ],
+    args = subset_args(
+        data_bin, trained / "averaged.pt", "test", "--beam", "4", "--lenpen", "0.6", "--max-tokens", "1000"
     )
+    out = run("fairseq-generate", args)
     hyps = _hypotheses(out.stdout)
     refs = {int(m.group(1)): m.group(2) for m in re.finditer(r"^T-(\d+)\t(.*)$", out.stdout, re.M)}
     assert sorted(hyps) == list(range(25)) and hyps.keys() == refs.keys()
@@ -131,7 +93,7 @@ def test_generated_positional_scores_equal_teacher_forced_scores(data_bin, train
         "--gen-subset",
         "valid",
     ]
-    gen = run("fairseq-generate", [*common, "--beam", "3", "--nbest", "1"])
+    gen = run_in_process("fairseq-generate", [*common, "--beam", "3", "--nbest", "1"], check=True)
     hyps = _hypotheses(gen.stdout)
     scores = {int(i): [float(x) for x in s.split()] for i, s in re.findall(r"^P-(\d+)\t(.*)$", gen.stdout, re.M)}
     # Re-score the hypotheses as references under teacher forcing.
@@ -140,7 +102,7 @@ def test_generated_positional_scores_equal_teacher_forced_scores(data_bin, train
     src_lines = (data_bin.parent / "valid.src").read_text().splitlines()
     (tmp / "valid.src").write_text("".join(src_lines[i] + "\n" for i in sorted(hyps)))
     (tmp / "valid.tgt").write_text("".join(hyps[i] + "\n" for i in sorted(hyps)))
-    run(
+    run_in_process(
         "fairseq-preprocess",
         [
             "--source-lang",
@@ -158,8 +120,9 @@ def test_generated_positional_scores_equal_teacher_forced_scores(data_bin, train
             "--tgtdict",
             str(data_bin / "dict.tgt.txt"),
         ],
+        check=True,
     )
-    ref = run("fairseq-generate", [str(tmp / "bin"), *common[1:], "--score-reference"])
+    ref = run_in_process("fairseq-generate", [str(tmp / "bin"), *common[1:], "--score-reference"], check=True)
     ref_scores = {int(i): [float(x) for x in s.split()] for i, s in re.findall(r"^P-(\d+)\t(.*)$", ref.stdout, re.M)}
     order = sorted(hyps)
     assert len(ref_scores) == len(order) > 0
@@ -190,20 +153,18 @@ def test_interactive_translates_stdin_lines(data_bin, trained):
 
 
 def test_hub_interface_translates(data_bin, trained):
-    code = (
-        "import user_dir\n"
-        "from ode_seq.models import ODETransformerModel\n"
-        f"m = ODETransformerModel.from_pretrained({str(trained)!r}, checkpoint_file='averaged.pt',"
-        f" data_name_or_path={str(data_bin)!r}, source_lang='src', target_lang='tgt')\n"
-        "print('OUT', m.translate('w1 w2 w3', beam=2))\n"
+    model = ODETransformerModel.from_pretrained(
+        str(trained),
+        checkpoint_file="averaged.pt",
+        data_name_or_path=str(data_bin),
+        source_lang="src",
+        target_lang="tgt",
     )
-    out = run("python", ["-c", code])
-    line = [l for l in out.stdout.splitlines() if l.startswith("OUT ")]
-    assert line and all(tok in WORDS for tok in line[0].split()[1:])
+    assert all(token in WORDS for token in model.translate("w1 w2 w3", beam=2).split())
 
 
 # Those of the standard layer kind; the other kinds train through fairseq-train in the reliability
-# tests (ode_seq/models/families.py) and tests/stable/test_distillation_cli.py.
+# tests (testkit/families.py) and tests/stable/test_distillation_cli.py.
 STANDARD_ARCHITECTURES = sorted(
     name for name, (setting, _) in ARCHITECTURES.items() if "layer_kind" not in SETTINGS[setting]
 )
@@ -223,7 +184,7 @@ def test_every_architecture_trains_through_fairseq_train(data_bin, tmp_path, arc
 
 
 def test_adaptive_encoder_logs_nfe_and_generates_with_another_solver(data_bin, tmp_path):
-    out = run(
+    out = run_in_process(
         "fairseq-train",
         [
             str(data_bin),
@@ -242,11 +203,12 @@ def test_adaptive_encoder_logs_nfe_and_generates_with_another_solver(data_bin, t
             "--max-epoch",
             "1",
         ],
+        check=True,
     )
     log = out.stdout + out.stderr
     assert re.search(r"train_inner .*encoder_nfe=\d+", log)
     assert re.search(r"valid .*\| encoder_nfe \d+", log)
-    gen = run(
+    gen = run_in_process(
         "fairseq-generate",
         [
             str(data_bin),
@@ -263,25 +225,32 @@ def test_adaptive_encoder_logs_nfe_and_generates_with_another_solver(data_bin, t
             "--model-overrides",
             "{'encoder_ode_method': 'rk4', 'encoder_ode_steps': 3}",
         ],
+        check=True,
     )
     assert len(_hypotheses(gen.stdout)) == 30
 
 
+# A non-autonomous model, weights θ(τ) from small time networks.
+NON_AUTONOMOUS = [
+    "--arch",
+    "ode_transformer_nonauto_small",
+    *TINY_MODEL,
+    *TRAIN,
+    "--time-features",
+    "8",
+    "--time-hidden-dim",
+    "16",
+    "--time-embed-dim",
+    "4",
+]
+
+
 def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(data_bin, tmp_path):
-    run(
+    run_in_process(
         "fairseq-train",
         [
             str(data_bin),
-            "--arch",
-            "ode_transformer_nonauto_small",
-            *TINY_MODEL,
-            *TRAIN,
-            "--time-features",
-            "8",
-            "--time-hidden-dim",
-            "16",
-            "--time-embed-dim",
-            "4",
+            *NON_AUTONOMOUS,
             "--max-update",
             "4",
             "--save-dir",
@@ -289,10 +258,11 @@ def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(dat
             "--max-epoch",
             "1",
         ],
+        check=True,
     )
     ckpt = str(tmp_path / "checkpoint_last.pt")
     common = [str(data_bin), "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid"]
-    at_four = run(
+    at_four = run_in_process(
         "fairseq-generate",
         [
             *common,
@@ -303,23 +273,10 @@ def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(dat
             "--model-overrides",
             "{'encoder_ode_steps': 4, 'decoder_ode_steps': 4}",
         ],
+        check=True,
     )
-    out = run(
-        "python",
-        [
-            "-m",
-            "ode_seq.cli.export",
-            "--path",
-            ckpt,
-            "--encoder-steps",
-            "4",
-            "--decoder-steps",
-            "4",
-            "--output",
-            str(tmp_path / "plain.pt"),
-        ],
-    )
-    assert "exported 4 encoder and 4 decoder layers" in out.stdout
+    out = export("--path", ckpt, "--encoder-steps", "4", "--decoder-steps", "4", "--output", str(tmp_path / "plain.pt"))
+    assert "exported 4 encoder and 4 decoder layers" in out
     # Plain fairseq: no --user-dir, safe loading on, run from another directory; without the
     # plugin's batching fix, --required-batch-size-multiple 1 keeps fairseq from dropping sentences.
     plain = run(
@@ -337,20 +294,11 @@ def test_non_autonomous_model_adapts_step_count_and_exports_to_plain_fairseq(dat
 
 def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_fairseq(data_bin, tmp_path):
     # Step-count adaptation: materialise at N' = 3, fine-tune with LoRA, merge, decode without the plugin.
-    run(
+    run_in_process(
         "fairseq-train",
         [
             str(data_bin),
-            "--arch",
-            "ode_transformer_nonauto_small",
-            *TINY_MODEL,
-            *TRAIN,
-            "--time-features",
-            "8",
-            "--time-hidden-dim",
-            "16",
-            "--time-embed-dim",
-            "4",
+            *NON_AUTONOMOUS,
             "--time-network",
             "per-weight",
             "--max-update",
@@ -358,24 +306,20 @@ def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_
             "--save-dir",
             str(tmp_path / "ode"),
         ],
+        check=True,
     )
     materialised = tmp_path / "plain3.pt"
-    run(
-        "python",
-        [
-            "-m",
-            "ode_seq.cli.export",
-            "--path",
-            str(tmp_path / "ode" / "checkpoint_last.pt"),
-            "--encoder-steps",
-            "3",
-            "--decoder-steps",
-            "3",
-            "--output",
-            str(materialised),
-        ],
+    export(
+        "--path",
+        str(tmp_path / "ode" / "checkpoint_last.pt"),
+        "--encoder-steps",
+        "3",
+        "--decoder-steps",
+        "3",
+        "--output",
+        str(materialised),
     )
-    run(
+    run_in_process(
         "fairseq-train",
         [
             str(data_bin),
@@ -387,8 +331,7 @@ def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_
             "3",
             "--decoder-layers",
             "3",
-            "--encoder-normalize-before",
-            "--decoder-normalize-before",
+            *PRE_NORM,
             "--lora-rank",
             "2",
             "--finetune-from-model",
@@ -398,6 +341,7 @@ def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_
             "--save-dir",
             str(tmp_path / "lora"),
         ],
+        check=True,
     )
     lora = load_checkpoint(str(tmp_path / "lora" / "checkpoint_last.pt"))["model"]
     start = load_checkpoint(str(materialised))["model"]
@@ -406,21 +350,13 @@ def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_
     for name, value in start.items():  # every weight of the materialised model is frozen
         module, _, leaf = name.rpartition(".")
         assert torch.equal(lora.get(f"{module}.base_layer.{leaf}", lora.get(name)), value), name
-    out = run(
-        "python",
-        [
-            "-m",
-            "ode_seq.cli.export",
-            "--path",
-            str(tmp_path / "lora" / "checkpoint_last.pt"),
-            "--output",
-            str(tmp_path / "merged.pt"),
-        ],
-    )
-    assert "exported 3 encoder and 3 decoder layers" in out.stdout
+    out = export("--path", str(tmp_path / "lora" / "checkpoint_last.pt"), "--output", str(tmp_path / "merged.pt"))
+    assert "exported 3 encoder and 3 decoder layers" in out
     common = [str(data_bin), "--beam", "2", "--max-tokens", "1000", "--gen-subset", "valid"]
-    with_adapters = run(
-        "fairseq-generate", [*common, "--user-dir", "user_dir", "--path", str(tmp_path / "lora" / "checkpoint_last.pt")]
+    with_adapters = run_in_process(
+        "fairseq-generate",
+        [*common, "--user-dir", "user_dir", "--path", str(tmp_path / "lora" / "checkpoint_last.pt")],
+        check=True,
     )
     merged = run(
         "fairseq-generate",
@@ -440,21 +376,8 @@ def test_lora_fine_tune_at_a_new_step_count_trains_adapters_and_merges_to_plain_
     ],
 )
 def test_generation_options_work_with_rk_decoder_caches(data_bin, trained, options, per_sentence):
-    out = run(
-        "fairseq-generate",
-        [
-            str(data_bin),
-            "--user-dir",
-            "user_dir",
-            "--path",
-            str(trained / "averaged.pt"),
-            "--max-tokens",
-            "1000",
-            "--gen-subset",
-            "test",
-            *options,
-        ],
-    )
+    args = subset_args(data_bin, trained / "averaged.pt", "test", "--max-tokens", "1000", *options)
+    out = run_in_process("fairseq-generate", args, check=True)
     hyps = re.findall(r"^H-(\d+)\t\S+\t(.*)$", out.stdout, re.M)
     assert len(hyps) == 25 * per_sentence
     if "--prefix-size" in options:

@@ -6,33 +6,17 @@ any other parameter the checkpoint lacks still stops the run."""
 from __future__ import annotations
 
 import re
+from typing import List
 
 import pytest
 import torch
 
 from ode_seq.checkpoint_files import load_checkpoint
-from tests.e2e.cli import TINY_MODEL, run
-from tests.e2e.corpus import preprocess, write_reversal_corpus
+from testkit.in_process import run_in_process
+from tests.e2e.cli import PRE_NORM_TRANSFORMER, TINY_MODEL, TRANSLATION_TRAINING, run
+from tests.e2e.corpus import reversal_data_bin
 
-TRAIN = [
-    "--user-dir",
-    "user_dir",
-    "--optimizer",
-    "adam",
-    "--max-tokens",
-    "1000",
-    "--criterion",
-    "label_smoothed_cross_entropy",
-    "--share-all-embeddings",
-    "--seed",
-    "1",
-    "--no-progress-bar",
-    "--log-format",
-    "simple",
-    "--num-workers",
-    "0",
-    "--disable-validation",
-]
+TRAIN = [*TRANSLATION_TRAINING, "--max-tokens", "1000", "--disable-validation"]
 COEFFICIENTS = re.compile(r"\.combiner\.")
 
 
@@ -40,18 +24,13 @@ COEFFICIENTS = re.compile(r"\.combiner\.")
 def vanilla(tmp_path_factory):
     """(data-bin, checkpoint) of fairseq's own pre-norm `transformer`, 3 updates."""
     raw = tmp_path_factory.mktemp("raw")
-    write_reversal_corpus(raw, {"train": 120, "valid": 10})
-    preprocess(raw, raw / "bin", splits=("train", "valid"))
+    data_bin = reversal_data_bin(raw, {"train": 120, "valid": 10})
     save = raw / "vanilla"
-    run(
+    run_in_process(
         "fairseq-train",
         [
-            str(raw / "bin"),
-            "--arch",
-            "transformer",
-            "--encoder-normalize-before",
-            "--decoder-normalize-before",
-            *TINY_MODEL,
+            str(data_bin),
+            *PRE_NORM_TRANSFORMER,
             *TRAIN,
             "--lr",
             "0.003",
@@ -60,33 +39,31 @@ def vanilla(tmp_path_factory):
             "--save-dir",
             str(save),
         ],
+        check=True,
     )
-    return raw / "bin", save / "checkpoint_last.pt"
+    return data_bin, save / "checkpoint_last.pt"
 
 
-def finetune(vanilla, save_dir, arch, *options, check=True):
-    """Fine-tune ``vanilla`` into ``arch`` for one update at learning rate 0 (weights unchanged)."""
+def finetuning(vanilla, save_dir, arch, *options) -> List[str]:
+    """fairseq-train's command line fine-tuning ``vanilla`` into ``arch`` for one update at learning
+    rate 0 (weights unchanged)."""
     data, checkpoint = vanilla
-    return run(
-        "fairseq-train",
-        [
-            str(data),
-            "--arch",
-            arch,
-            *TINY_MODEL,
-            *options,
-            *TRAIN,
-            "--lr",
-            "0",
-            "--max-update",
-            "1",
-            "--finetune-from-model",
-            str(checkpoint),
-            "--save-dir",
-            str(save_dir),
-        ],
-        check=check,
-    )
+    return [
+        str(data),
+        "--arch",
+        arch,
+        *TINY_MODEL,
+        *options,
+        *TRAIN,
+        "--lr",
+        "0",
+        "--max-update",
+        "1",
+        "--finetune-from-model",
+        str(checkpoint),
+        "--save-dir",
+        str(save_dir),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -100,7 +77,7 @@ def finetune(vanilla, save_dir, arch, *options, check=True):
 def test_vanilla_checkpoint_finetunes_into_learned_coefficients_with_its_weights(
     vanilla, tmp_path, arch, options, initialised
 ):
-    out = finetune(vanilla, tmp_path, arch, *options)
+    out = run_in_process("fairseq-train", finetuning(vanilla, tmp_path, arch, *options), check=True)
     log = out.stdout + out.stderr
     initialised_lines = re.findall(
         r"INFO \| ode_seq\.models\.ode_transformer \| --finetune-from-model: "
@@ -118,14 +95,11 @@ def test_vanilla_checkpoint_finetunes_into_learned_coefficients_with_its_weights
 
 
 def test_other_missing_parameters_still_stop_the_finetuning(vanilla, tmp_path):
-    out = finetune(
-        vanilla,
-        tmp_path,
-        "ode_transformer_rk2_learned_small",
-        "--encoder-layer-history",
-        "learnable_dense",
-        check=False,
+    """The console script: its message is the traceback's cause, which a process prints."""
+    args = finetuning(
+        vanilla, tmp_path, "ode_transformer_rk2_learned_small", "--encoder-layer-history", "learnable_dense"
     )
+    out = run("fairseq-train", args, check=False)
     assert out.returncode != 0
     assert re.search(r"do not fit the model .* \d+ parameters missing from the checkpoint", out.stderr), out.stderr[
         -3000:

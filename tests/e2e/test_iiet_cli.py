@@ -7,9 +7,9 @@ import torch
 from fairseq import checkpoint_utils
 
 from ode_seq.checkpoint_files import load_checkpoint
-from tests.e2e.cli import TINY_MODEL, run
-from tests.e2e.corpus import preprocess, write_reversal_corpus
-from tests.e2e.test_fairseq_cli import CLI_SIZES, TRAIN
+from testkit.in_process import run_in_process
+from tests.e2e.cli import TINY_MODEL, TRAIN, logged_updates, subset_args
+from tests.e2e.corpus import CLI_SIZES, reversal_data_bin
 from tests.numerics import LayerEvaluations
 
 TRAINED = 3
@@ -26,10 +26,8 @@ def iterations_overrides(iterations: int) -> dict:
 def iiet(tmp_path_factory):
     """(data-bin, checkpoint of an IIET model trained with 3 iterations in both stacks)."""
     root = tmp_path_factory.mktemp("iiet")
-    write_reversal_corpus(root, CLI_SIZES)
-    data_bin = root / "bin"
-    preprocess(root, data_bin, splits=("train", "valid"))
-    run(
+    data_bin = reversal_data_bin(root, CLI_SIZES)
+    run_in_process(
         "fairseq-train",
         [
             str(data_bin),
@@ -48,27 +46,16 @@ def iiet(tmp_path_factory):
             "--save-dir",
             str(root / "teacher"),
         ],
+        check=True,
     )
     return data_bin, root / "teacher" / "checkpoint_last.pt"
 
 
 def generate(data_bin, checkpoint, *options):
-    out = run(
+    out = run_in_process(
         "fairseq-generate",
-        [
-            str(data_bin),
-            "--user-dir",
-            "user_dir",
-            "--path",
-            str(checkpoint),
-            "--beam",
-            "4",
-            "--max-tokens",
-            "1000",
-            "--gen-subset",
-            "valid",
-            *options,
-        ],
+        subset_args(data_bin, checkpoint, "valid", "--beam", "4", "--max-tokens", "1000", *options),
+        check=True,
     )
     return re.findall(r"^H-\d+\t", out.stdout, re.M)
 
@@ -98,7 +85,7 @@ def distilled(iiet, tmp_path_factory):
     """(student save dir, its training log): the IIET model distilled into 1 iteration."""
     data_bin, teacher = iiet
     student_dir = tmp_path_factory.mktemp("student")
-    out = run(
+    out = run_in_process(
         "fairseq-train",
         [
             str(data_bin),
@@ -126,15 +113,9 @@ def distilled(iiet, tmp_path_factory):
             "0",
             "--ce-start-update",
             "100",
-            "--max-update",
-            str(DISTILLATION_UPDATES),
-            "--log-interval",
-            "1",
-            "--no-epoch-checkpoints",
-            "--disable-validation",
-            "--save-dir",
-            str(student_dir),
+            *logged_updates(DISTILLATION_UPDATES, student_dir),
         ],
+        check=True,
     )
     return student_dir, out.stdout + out.stderr
 

@@ -130,6 +130,28 @@ def extract(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def evaluation_options(data: Path, checkpoint: Path) -> List[str]:
+    """evaluate.sh's options for ``checkpoint`` on the prepared ``data``: on the CPU, summaries of 3–12 tokens."""
+    return [
+        "--work-dir",
+        str(data),
+        "--checkpoint",
+        str(checkpoint),
+        "--gpus",
+        "0",
+        "--min-len",
+        "3",
+        "--max-len-b",
+        "12",
+    ]
+
+
+def story_files(root: Path) -> List[str]:
+    """cnndm_extract.py's arguments for the story files and URL lists of :func:`standard_corpus` in ``root``."""
+    stories = ["--stories", str(root / "cnn/stories"), str(root / "dailymail/stories")]
+    return ["stories", *stories, "--url-lists", str(root / "url_lists")]
+
+
 def read_lines(path: Path) -> List[str]:
     return path.read_text(encoding="utf-8").split("\n")[:-1]
 
@@ -176,19 +198,7 @@ def pipeline(tmp_path_factory) -> Dict[str, Path]:
         "--no-epoch-checkpoints",
     )
     evaluation = run_script(
-        "evaluate.sh",
-        "--work-dir",
-        str(data),
-        "--checkpoint",
-        str(save / "checkpoint_last.pt"),
-        "--out-dir",
-        str(root / "eval"),
-        "--gpus",
-        "0",
-        "--min-len",
-        "3",
-        "--max-len-b",
-        "12",
+        "evaluate.sh", *evaluation_options(data, save / "checkpoint_last.pt"), "--out-dir", str(root / "eval")
     )
     return {
         "root": root,
@@ -283,12 +293,7 @@ def test_missing_url_list_is_an_error_naming_the_file(tmp_path):
     standard_corpus(tmp_path)
     (tmp_path / "url_lists" / "all_val.txt").unlink()
     result = extract(
-        "stories",
-        "--stories",
-        str(tmp_path / "cnn/stories"),
-        str(tmp_path / "dailymail/stories"),
-        "--url-lists",
-        str(tmp_path / "url_lists"),
+        *story_files(tmp_path),
         "--out-dir",
         str(tmp_path / "raw"),
     )
@@ -301,14 +306,7 @@ def test_missing_story_is_an_error_unless_skipped_and_counted(tmp_path):
     splits = standard_corpus(tmp_path)
     missing = hashlib.sha1(splits["test"][1].encode()).hexdigest()
     (tmp_path / "cnn" / "stories" / f"{missing}.story").unlink()
-    common = [
-        "stories",
-        "--stories",
-        str(tmp_path / "cnn/stories"),
-        str(tmp_path / "dailymail/stories"),
-        "--url-lists",
-        str(tmp_path / "url_lists"),
-    ]
+    common = story_files(tmp_path)
     failed = extract(*common, "--out-dir", str(tmp_path / "strict"))
     assert failed.returncode == 2
     assert f"1 of 3 test stories are missing, e.g. {missing}.story" in failed.stderr
@@ -323,12 +321,7 @@ def test_missing_story_is_an_error_unless_skipped_and_counted(tmp_path):
 def test_table_form_gives_the_same_examples_as_story_files(tmp_path):
     splits = standard_corpus(tmp_path)
     stories = extract(
-        "stories",
-        "--stories",
-        str(tmp_path / "cnn/stories"),
-        str(tmp_path / "dailymail/stories"),
-        "--url-lists",
-        str(tmp_path / "url_lists"),
+        *story_files(tmp_path),
         "--out-dir",
         str(tmp_path / "from_stories"),
     )
@@ -421,18 +414,7 @@ def test_evaluate_refuses_hypothesis_count_different_from_references(pipeline, t
 
 
 def test_evaluate_refuses_outputs_made_with_other_settings_or_before_the_checkpoint_changed(pipeline, tmp_path):
-    settings = [
-        "--work-dir",
-        str(pipeline["data"]),
-        "--checkpoint",
-        str(pipeline["save"] / "checkpoint_last.pt"),
-        "--gpus",
-        "0",
-        "--min-len",
-        "3",
-        "--max-len-b",
-        "12",
-    ]
+    settings = evaluation_options(pipeline["data"], pipeline["save"] / "checkpoint_last.pt")
     rouge = (pipeline["eval"] / "rouge.json").read_bytes()
     other_beam = run_script("evaluate.sh", *settings, "--out-dir", str(pipeline["eval"]), "--beam", "2", check=False)
     assert other_beam.returncode != 0

@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import List
 
 import pytest
 
@@ -44,22 +45,19 @@ def tuning_table(capsys, monkeypatch):
     return call
 
 
+WARMUP_300 = ["1e-3/300", "2e-3/300", "4e-3/300"]  # three peak learning rates, 300 warm-up updates
+
+
+def seed_one_of(grid_dir: Path) -> List[str]:
+    """tuning_table.py's options naming the runs of seed 1 in ``grid_dir``."""
+    return ["--grid-dir", str(grid_dir), "--seed", "1"]
+
+
 def test_best_setting_has_the_lowest_final_nll_not_the_lowest_along_the_way(tmp_path, tuning_table):
     fake_run(tmp_path, "rk4_6_6", "1e-3/300", {200: 7.0, 400: 6.0})
     fake_run(tmp_path, "rk4_6_6", "2e-3/300", {200: 6.5, 400: 5.5})
     fake_run(tmp_path, "rk4_6_6", "4e-3/300", {200: 5.0, 400: 5.6})
-    result = tuning_table(
-        "--grid-dir",
-        str(tmp_path),
-        "--seed",
-        "1",
-        "--best",
-        "rk4_6_6",
-        "--settings",
-        "1e-3/300",
-        "2e-3/300",
-        "4e-3/300",
-    )
+    result = tuning_table(*seed_one_of(tmp_path), "--best", "rk4_6_6", "--settings", *WARMUP_300)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "2e-3 300\n"
 
@@ -67,9 +65,7 @@ def test_best_setting_has_the_lowest_final_nll_not_the_lowest_along_the_way(tmp_
 def test_a_tie_goes_to_the_first_setting_listed(tmp_path, tuning_table):
     for setting in ("2e-3/150", "2e-3/600"):
         fake_run(tmp_path, "residual_6_6", setting, {400: 5.5})
-    result = tuning_table(
-        "--grid-dir", str(tmp_path), "--seed", "1", "--best", "residual_6_6", "--settings", "2e-3/600", "2e-3/150"
-    )
+    result = tuning_table(*seed_one_of(tmp_path), "--best", "residual_6_6", "--settings", "2e-3/600", "2e-3/150")
     assert result.stdout == "2e-3 600\n"
 
 
@@ -77,18 +73,7 @@ def test_table_marks_the_choice_and_a_choice_at_the_edge_of_the_grid(tmp_path, t
     for lr, nll in (("1e-3", 5.9), ("2e-3", 5.5), ("4e-3", 5.2)):
         fake_run(tmp_path, "rk4_6_6", f"{lr}/300", {200: 7.0, 400: nll})
     fake_run(tmp_path, "rk4_6_6", "4e-3/150", {200: 6.9, 400: 5.3})
-    result = tuning_table(
-        "--grid-dir",
-        str(tmp_path),
-        "--seed",
-        "1",
-        "--config",
-        "rk4_6_6",
-        "1e-3/300",
-        "2e-3/300",
-        "4e-3/300",
-        "4e-3/150",
-    )
+    result = tuning_table(*seed_one_of(tmp_path), "--config", "rk4_6_6", *WARMUP_300, "4e-3/150")
     assert result.returncode == 0, result.stderr
     rows = [line for line in result.stdout.splitlines() if line.startswith("| RK4")]
     assert rows == [
@@ -104,9 +89,7 @@ def test_table_marks_the_choice_and_a_choice_at_the_edge_of_the_grid(tmp_path, t
 def test_an_unfinished_run_stops_the_choice_with_a_message(tmp_path, tuning_table):
     fake_run(tmp_path, "rk4_6_6", "1e-3/300", {200: 7.0})
     fake_run(tmp_path, "rk4_6_6", "2e-3/300", {200: 6.0}, done=False)
-    result = tuning_table(
-        "--grid-dir", str(tmp_path), "--seed", "1", "--best", "rk4_6_6", "--settings", "1e-3/300", "2e-3/300"
-    )
+    result = tuning_table(*seed_one_of(tmp_path), "--best", "rk4_6_6", "--settings", "1e-3/300", "2e-3/300")
     assert result.returncode == 2
     assert "lr2e-3-warmup300/seed1 has not finished training" in result.stderr
     assert "quality_study.sh --tune" in result.stderr

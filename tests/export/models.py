@@ -9,8 +9,8 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq.trainer import Trainer
 
 from ode_seq.export.remote_folder import CARRIED
-from ode_seq.models.by_name import model_and_options
-from ode_seq.models.in_process import parse_training_args
+from testkit.by_name import model_and_options
+from testkit.in_process import parse_training_args
 from tests.conftest import TINY
 from tests.lm.conftest import TINY_LM
 from tests.numerics import LayerEvaluations, score_tolerance

@@ -4,7 +4,7 @@ same log-probabilities, and every other model is refused naming the option that 
 import pytest
 
 from ode_seq.export import NotRepresentable, plain_transformer
-from ode_seq.models.by_name import build_model
+from testkit.by_name import build_model
 from tests.conftest import TinyTask, random_batch
 from tests.export.models import log_probs, model_and_args
 from tests.numerics import assert_computes

@@ -77,42 +77,26 @@ def test_user_dir_is_the_installed_plugin_and_fairseq_loads_it_from_anywhere(tmp
     assert re.search(r"--criterion \{[^}]*,ode_trajectory_distillation\}", train_help.stdout)
 
 
+HYPOTHESES = ["the cat sat on the mat .", "a dog runs in the park ."]
+REFERENCES = ["the cat sat on a mat .", "the dog runs in the park ."]
+
+
+def scores(tmp_path: Path, metric: str, *options: str) -> str:
+    """What ``ode-seq METRIC --hyp FILE --ref FILE OPTIONS`` prints: :data:`HYPOTHESES` against :data:`REFERENCES`."""
+    files = ["--hyp", write_lines(tmp_path / "hyp", HYPOTHESES), "--ref", write_lines(tmp_path / "ref", REFERENCES)]
+    return ode_seq_command([metric, *files, *options], tmp_path).stdout
+
+
 def test_bleu_scores_files_as_sacrebleu_does(tmp_path):
-    hypotheses = ["the cat sat on the mat .", "a dog runs in the park ."]
-    references = ["the cat sat on a mat .", "the dog runs in the park ."]
-    out = ode_seq_command(
-        [
-            "bleu",
-            "--hyp",
-            write_lines(tmp_path / "hyp", hypotheses),
-            "--ref",
-            write_lines(tmp_path / "ref", references),
-            "--lang",
-            "en",
-        ],
-        tmp_path,
-    ).stdout
-    expected = sacrebleu.corpus_bleu(hypotheses, [references]).score
+    out = scores(tmp_path, "bleu", "--lang", "en")
+    expected = sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES]).score
     assert re.search(rf"^sacreBLEU 13a: +BLEU = {expected:.2f} ", out, re.M), out
 
 
 def test_rouge_scores_files_as_rouge_score_does(tmp_path):
-    hypotheses = ["the cat sat on the mat .", "a dog runs in the park ."]
-    references = ["the cat sat on a mat .", "the dog runs in the park ."]
-    out = ode_seq_command(
-        [
-            "rouge",
-            "--hyp",
-            write_lines(tmp_path / "hyp", hypotheses),
-            "--ref",
-            write_lines(tmp_path / "ref", references),
-            "--bootstrap-samples",
-            "10",
-        ],
-        tmp_path,
-    ).stdout
+    out = scores(tmp_path, "rouge", "--bootstrap-samples", "10")
     scorer = rouge_scorer.RougeScorer(["rouge2"], use_stemmer=True)
-    rouge2 = sum(scorer.score(r, h)["rouge2"].fmeasure for h, r in zip(hypotheses, references)) / 2
+    rouge2 = sum(scorer.score(r, h)["rouge2"].fmeasure for h, r in zip(HYPOTHESES, REFERENCES)) / 2
     assert re.search(rf"^ROUGE-2 +{100 * rouge2:.2f} ", out, re.M), out
 
 

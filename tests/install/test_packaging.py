@@ -122,7 +122,7 @@ def test_installed_package_imports_and_plugin_loads_from_outside_the_repository(
     if not editable:
         for package in PACKAGES:
             assert python_files(site / package) == python_files(source / package)
-        assert not any((site / name).exists() for name in ("tests", "examples", "benchmarks"))
+        assert not any((site / name).exists() for name in ("tests", "testkit", "examples", "benchmarks"))
 
 
 def test_every_pinned_version_lies_in_its_pyproject_range():

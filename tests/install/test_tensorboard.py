@@ -9,8 +9,8 @@ from typing import Set
 
 from tensorboardX.proto import event_pb2
 
-from tests.e2e.cli import TINY_MODEL, run
-from tests.e2e.corpus import preprocess, write_reversal_corpus
+from tests.e2e.cli import TINY_MODEL, TRANSLATION_TRAINING, run
+from tests.e2e.corpus import reversal_data_bin
 
 
 def scalar_tags(directory: Path) -> Set[str]:
@@ -28,39 +28,26 @@ def scalar_tags(directory: Path) -> Set[str]:
 
 
 def test_tensorboard_logdir_gets_train_and_valid_losses_and_no_tensorboardx_warning(tmp_path):
-    write_reversal_corpus(tmp_path, {"train": 100, "valid": 10})
-    preprocess(tmp_path, tmp_path / "bin", splits=("train", "valid"))
+    reversal_data_bin(tmp_path, {"train": 100, "valid": 10})
     logdir = tmp_path / "tensorboard"
     result = run(
         "fairseq-train",
         [
             str(tmp_path / "bin"),
-            "--user-dir",
-            "user_dir",
             "--arch",
             "ode_transformer_rk4_small",
             *TINY_MODEL,
-            "--optimizer",
-            "adam",
+            *TRANSLATION_TRAINING,
             "--lr",
             "0.003",
             "--max-tokens",
             "500",
-            "--criterion",
-            "label_smoothed_cross_entropy",
             "--label-smoothing",
             "0.1",
-            "--share-all-embeddings",
-            "--seed",
-            "1",
             "--max-update",
             "3",
             "--log-interval",
             "1",
-            "--log-format",
-            "simple",
-            "--num-workers",
-            "0",
             "--no-save",
             "--save-dir",  # fairseq-train creates it even with --no-save
             str(tmp_path / "checkpoints"),

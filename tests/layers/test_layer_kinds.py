@@ -9,7 +9,7 @@ from torch import nn
 
 from ode_seq.layers import LAYER_KINDS, EncoderBlock, LayerKind, register_layer_kind
 from ode_seq.models import ODETransformerModel
-from ode_seq.models.by_name import architecture_options
+from testkit.by_name import architecture_options
 from tests.conftest import TINY, TinyTask
 from tests.numerics import assert_computes
 

@@ -1,5 +1,5 @@
-"""Shared pieces of the language-model tests: a tiny text corpus binarised by
-``fairseq-preprocess --only-source``, tiny LMs, fairseq-train's command line, float32 tolerances."""
+"""Shared pieces of the language-model tests (their corpus: the fixture ``lm_data`` of
+tests/conftest.py): tiny LMs, fairseq-train's command line."""
 
 from __future__ import annotations
 
@@ -9,21 +9,12 @@ from typing import Any, Dict, List, Sequence
 import pytest
 
 from tests.conftest import TinyTask, build_sized_model, fixed_torch_threads
-from tests.e2e.corpus import preprocess_lm, write_lm_corpus
+from tests.e2e.cli import PLAIN_RUN
 
 fixed_threads = pytest.fixture(autouse=True)(fixed_torch_threads)
 
 TINY_LM = dict(decoder_embed_dim=32, decoder_ffn_embed_dim=64, decoder_attention_heads=4, decoder_layers=2)
 TINY_TIME = dict(time_features=8, time_hidden_dim=16, time_embed_dim=4)
-
-
-@pytest.fixture(scope="session")
-def lm_data(tmp_path_factory) -> Path:
-    """The binarised corpus (fairseq-preprocess --only-source); the text is in its parent."""
-    raw = tmp_path_factory.mktemp("lm_raw")
-    write_lm_corpus(raw)
-    preprocess_lm(raw, raw / "bin")
-    return raw / "bin"
 
 
 def build_lm(arch: str, seed: int = 0, vocab: int = 30, **overrides: Any):
@@ -59,12 +50,6 @@ def lm_training_args(data_bin: Path, arch: str, options: Dict[str, Any], extra: 
         "adam",
         "--lr",
         "0.001",
-        "--seed",
-        "1",
-        "--no-progress-bar",
-        "--log-format",
-        "simple",
-        "--num-workers",
-        "0",
+        *PLAIN_RUN,
         *extra,
     ]

@@ -15,13 +15,15 @@ from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.cli.as_residual import main as as_residual
 from ode_seq.export import plain_transformer
 from ode_seq.export.residual import residual_state
-from tests.e2e.cli import run
+from testkit.in_process import run_in_process
 from tests.lm.conftest import lm_training_args
 from tests.numerics import LayerEvaluations
 
 
 def train(data, save, arch, *extra) -> None:
-    out = run("fairseq-train", lm_training_args(data, arch, {}, ["--save-dir", str(save), *extra]))
+    out = run_in_process(
+        "fairseq-train", lm_training_args(data, arch, {}, ["--save-dir", str(save), *extra]), check=True
+    )
     assert re.search(r"done training", out.stdout + out.stderr)
 
 

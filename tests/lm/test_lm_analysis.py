@@ -17,7 +17,7 @@ from ode_seq.analysis.token_sensitivity import capture_calls, context_sensitivit
 from ode_seq.analysis.trajectories import record_trajectories
 from ode_seq.cli.analyze import main as analyze
 from ode_seq.model_inputs import language_model_pass
-from ode_seq.models.in_process import parse_training_args
+from testkit.in_process import parse_training_args
 from tests.lm.conftest import TINY_TIME, build_lm, lm_training_args
 from tests.lm.test_lm_models import random_tokens
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding

@@ -13,9 +13,9 @@ from fairseq.models.transformer_lm import TransformerLanguageModelConfig
 from fairseq.trainer import Trainer
 
 from ode_seq.layers import ode_blocks
-from ode_seq.models.in_process import parse_training_args
 from ode_seq.models.lm_architectures import LM_ARCHITECTURES, LM_SETTINGS, LM_SIZES
 from ode_seq.solvers import EMAWeights
+from testkit.in_process import parse_training_args
 from tests.lm.conftest import TINY_TIME, lm_training_args
 
 

@@ -1,15 +1,21 @@
 """ODE language models end to end through fairseq's real CLIs: fairseq-train --task
 language_modeling, fairseq-eval-lm with --context-window, fairseq-interactive with sampling,
 fairseq-generate on LM data, the hub interface, and export to a plain transformer_lm that fairseq
-runs without the plugin."""
+runs without the plugin. Every tool but the plain fairseq-eval-lm (a console script, to run without
+the plugin) runs its entry point in this process (:func:`testkit.in_process.run_in_process`); the
+translation tests run the other console scripts."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+import torch
+from fairseq.models.transformer_lm import TransformerLanguageModel
 
 from ode_seq.cli.export import main as export_main
+from ode_seq.models import ODETransformerLanguageModel
+from testkit.in_process import run_in_process
 from tests.e2e.cli import run
 from tests.e2e.corpus import LM_SIZES
 from tests.lm.conftest import TINY_TIME, lm_training_args
@@ -19,7 +25,7 @@ PROMPTS = ["w1 w2 w3", "w10 w11 w12"]
 
 def train(data, save, arch, options, *extra) -> None:
     args = lm_training_args(data, arch, options, ["--save-dir", str(save), *extra])
-    out = run("fairseq-train", args)
+    out = run_in_process("fairseq-train", args, check=True)
     assert re.search(r"done training", out.stdout + out.stderr)
 
 
@@ -33,9 +39,10 @@ def trained(lm_data, tmp_path_factory):
 
 
 def eval_lm(data, checkpoint, *extra, cwd=None) -> tuple:
-    """(tokens evaluated, loss in bits, perplexity) of fairseq-eval-lm on the test split."""
+    """(tokens evaluated, loss in bits, perplexity) of fairseq-eval-lm on the test split: its entry
+    point in this process, or with ``cwd`` its console script run there."""
     args = [str(data), "--path", str(checkpoint), "--gen-subset", "test", "--max-tokens", "512", *extra]
-    out = run("fairseq-eval-lm", args, **({"cwd": cwd} if cwd else {}))
+    out = run("fairseq-eval-lm", args, cwd=cwd) if cwd else run_in_process("fairseq-eval-lm", args, check=True)
     log = out.stdout + out.stderr
     tokens = int(re.search(r"Evaluated (\d+) tokens", log).group(1))
     loss, perplexity = re.search(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+)", log).groups()
@@ -54,7 +61,9 @@ def _hypotheses(stdout: str) -> dict:
 def test_interactive_samples_continuations_of_stdin_prompts(lm_data, trained):
     sampling = ("--sampling", "--sampling-topk", "5", "--beam", "1", "--seed", "3", "--max-len-b", "12")
     stdin = "".join(p + "\n" for p in PROMPTS)
-    out = run("fairseq-interactive", decoding_args(lm_data, trained, *sampling, "--min-len", "5"), stdin=stdin)
+    out = run_in_process(
+        "fairseq-interactive", decoding_args(lm_data, trained, *sampling, "--min-len", "5"), stdin=stdin, check=True
+    )
     hypotheses = _hypotheses(out.stdout)
     assert sorted(hypotheses) == [0, 1]
     for i, prompt in enumerate(PROMPTS):
@@ -63,7 +72,9 @@ def test_interactive_samples_continuations_of_stdin_prompts(lm_data, trained):
 
 def test_generate_continues_every_test_line(lm_data, trained):
     search = ("--sample-break-mode", "eos", "--beam", "2", "--max-len-b", "24", "--max-tokens", "512")
-    out = run("fairseq-generate", decoding_args(lm_data, trained, "--gen-subset", "test", *search))
+    out = run_in_process(
+        "fairseq-generate", decoding_args(lm_data, trained, "--gen-subset", "test", *search), check=True
+    )
     hypotheses = _hypotheses(out.stdout)
     sources = {int(i): s for i, s in re.findall(r"^S-(\d+)\t(.*)$", out.stdout, re.M)}
     assert sorted(hypotheses) == list(range(LM_SIZES["test"])) and hypotheses.keys() == sources.keys()
@@ -71,31 +82,24 @@ def test_generate_continues_every_test_line(lm_data, trained):
 
 
 def test_hub_interface_samples_and_scores_as_fairseqs_transformer_lm_class(trained, lm_data):
-    code = (
-        "import user_dir, torch\n"
-        "from fairseq.models.transformer_lm import TransformerLanguageModel\n"
-        "from ode_seq.models import ODETransformerLanguageModel\n"
-        "hubs = [c.from_pretrained({d!r}, checkpoint_file={f!r}, data_name_or_path={b!r})"
-        " for c in (ODETransformerLanguageModel, TransformerLanguageModel)]\n"
-        "print('CLASS', type(hubs[1].models[0]).__name__)\n"
-        "print('BEAM', hubs[0].sample('w1 w2', beam=2, max_len_b=8, min_len=4))\n"
-        "torch.manual_seed(0)\n"
-        "print('SAMPLE', hubs[1].sample('w1 w2', beam=1, sampling=True, sampling_topk=5, max_len_b=8, min_len=4))\n"
-        "scores = [h.score('w1 w2 w3 w4')['positional_scores'] for h in hubs]\n"
-        "print('SCORES', len(scores[0]), torch.equal(*scores), bool(torch.isfinite(scores[0]).all()))\n"
-    ).format(d=str(trained.parent), f=trained.name, b=str(lm_data))
-    out = run("python", ["-c", code]).stdout
-    assert "CLASS ODETransformerLanguageModel" in out
-    for tag in ("BEAM", "SAMPLE"):
-        line = re.search(rf"^{tag} (.*)$", out, re.M).group(1).split()
-        assert line[:2] == ["w1", "w2"] and len(line) >= 4
-    assert "SCORES 4 True True" in out  # one score per word
+    hubs = [
+        model_class.from_pretrained(str(trained.parent), checkpoint_file=trained.name, data_name_or_path=str(lm_data))
+        for model_class in (ODETransformerLanguageModel, TransformerLanguageModel)
+    ]
+    assert type(hubs[1].models[0]).__name__ == "ODETransformerLanguageModel"
+    beam = hubs[0].sample("w1 w2", beam=2, max_len_b=8, min_len=4).split()
+    torch.manual_seed(0)
+    sample = hubs[1].sample("w1 w2", beam=1, sampling=True, sampling_topk=5, max_len_b=8, min_len=4).split()
+    for words in (beam, sample):
+        assert words[:2] == ["w1", "w2"] and len(words) >= 4
+    scores = [hub.score("w1 w2 w3 w4")["positional_scores"] for hub in hubs]
+    assert len(scores[0]) == 4 and torch.equal(*scores) and torch.isfinite(scores[0]).all()  # one score per word
 
 
 def test_non_autonomous_lm_evaluates_with_a_context_window_and_exports_to_a_plain_transformer_lm(lm_data, tmp_path):
     train(lm_data, tmp_path, "ode_transformer_lm_nonauto", TINY_TIME, "--max-epoch", "4", "--lr", "0.003")
     checkpoint = tmp_path / "checkpoint_last.pt"
-    out = run(
+    out = run_in_process(
         "python",
         [
             "-m",
@@ -107,6 +111,7 @@ def test_non_autonomous_lm_evaluates_with_a_context_window_and_exports_to_a_plai
             "--output",
             str(tmp_path / "plain.pt"),
         ],
+        check=True,
     )
     assert "exported 3 decoder layers" in out.stdout
     window = ("--tokens-per-sample", "16", "--context-window", "8")

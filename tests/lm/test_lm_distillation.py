@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from ode_seq.cli.analyze import main as analyze
-from ode_seq.models.by_name import model_and_options
 from ode_seq.models.criteria.trajectory_distillation import TrajectoryDistillationCriterion
+from testkit.by_name import model_and_options
+from testkit.in_process import run_in_process
 from tests.conftest import TinyTask, build_model
-from tests.e2e.cli import run
 from tests.lm.conftest import TINY_LM, build_lm, lm_training_args
 from tests.numerics import LayerEvaluations
 
@@ -131,7 +131,7 @@ def iiet_lm_checkpoint(lm_data, tmp_path_factory):
     args = lm_training_args(
         lm_data, "ode_transformer_lm_rk4", {"decoder_ode_method": "iie3"}, ["--save-dir", str(save), "--max-epoch", "2"]
     )
-    run("fairseq-train", args)
+    run_in_process("fairseq-train", args, check=True)
     return save / "checkpoint_last.pt"
 
 
@@ -158,7 +158,7 @@ def test_fairseq_train_distils_an_lm_into_fewer_iterations_and_analyze_measures_
         "2",
     ]
     args = lm_training_args(lm_data, "ode_transformer_lm_rk4", {"decoder_ode_method": "iie1"}, extra)
-    out = run("fairseq-train", args)
+    out = run_in_process("fairseq-train", args, check=True)
     log = out.stdout + out.stderr
     trajectories = [float(x) for x in re.findall(r"\| decoder_trajectory ([\d.]+)", log)]
     assert trajectories and "encoder_trajectory" not in log

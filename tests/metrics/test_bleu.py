@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import subprocess
@@ -18,27 +17,15 @@ from ode_seq.metrics.bleu import (
     score,
     tokenised_bleu,
 )
+from tests.metrics.cli import run_score, score_spanish, spanish_references, write_lines
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCORE_SH = REPO_ROOT / "examples" / "translation" / "score.sh"
 SACREBLEU = Path(sys.executable).parent / "sacrebleu"
-
-
-def run_score(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SCORE_SH), *args], capture_output=True, text=True, timeout=120)
-
-
-def write_lines(path: Path, lines) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")
 def spanish_verses() -> list[str]:
     """100 real Spanish references from the bundled corpus."""
-    with gzip.open(REPO_ROOT / "examples/translation/data/test.tsv.gz", "rt", encoding="utf-8") as f:
-        rows = [line.rstrip("\n").split("\t") for line in f][1:101]
-    return [es for _, _, es in rows]
+    return spanish_references(100)
 
 
 def degraded(lines: list[str]) -> list[str]:
@@ -115,19 +102,8 @@ def test_fairseq_output_in_any_order_scores_like_the_sorted_plain_file(tmp_path,
     gen = write_lines(tmp_path / "generate.txt", ["Generate test with beam=4", *generate])
     ref = write_lines(tmp_path / "ref.es", refs)
     plain = write_lines(tmp_path / "hyp.es", hyps)
-    from_fairseq = run_score(
-        "--hyp",
-        str(gen),
-        "--hyp-format",
-        "fairseq",
-        "--ref",
-        str(ref),
-        "--lang",
-        "es",
-        "--json",
-        str(tmp_path / "a.json"),
-    )
-    from_plain = run_score("--hyp", str(plain), "--ref", str(ref), "--lang", "es", "--json", str(tmp_path / "b.json"))
+    from_fairseq = score_spanish(gen, ref, "--hyp-format", "fairseq", "--json", str(tmp_path / "a.json"))
+    from_plain = score_spanish(plain, ref, "--json", str(tmp_path / "b.json"))
     assert from_fairseq.returncode == 0 and from_plain.returncode == 0, from_fairseq.stderr
     assert json.loads((tmp_path / "a.json").read_text()) == json.loads((tmp_path / "b.json").read_text())
 
@@ -136,18 +112,7 @@ def test_fairseq_output_missing_sentences_is_an_error_naming_their_ids(tmp_path)
     lines = [f"H-{i}\t-0.1\tfrase {i}" for i in range(10) if i not in (3, 7)]
     gen = write_lines(tmp_path / "generate.txt", lines)
     ref = write_lines(tmp_path / "ref.es", [f"frase {i}" for i in range(10)])
-    result = run_score(
-        "--hyp",
-        str(gen),
-        "--hyp-format",
-        "fairseq",
-        "--ref",
-        str(ref),
-        "--lang",
-        "es",
-        "--json",
-        str(tmp_path / "out.json"),
-    )
+    result = score_spanish(gen, ref, "--hyp-format", "fairseq", "--json", str(tmp_path / "out.json"))
     assert result.returncode == 2
     assert "2 of 10 sentences, ids 3, 7" in result.stderr
     assert not (tmp_path / "out.json").exists()

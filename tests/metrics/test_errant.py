@@ -93,28 +93,12 @@ def test_second_reference_annotator_is_used_where_it_fits_better(annotator):
 
 
 def test_cli_prints_errant_report_with_categories(tmp_path, capsys):
-    paths = {}
-    for name, lines in (("orig", ORIGINALS), ("hyp", HYPOTHESES), ("ref", REFERENCES)):
-        paths[name] = tmp_path / f"{name}.txt"
-        paths[name].write_text("\n".join(lines) + "\n", encoding="utf-8")
-    hyp_m2 = tmp_path / "hyp.m2"
-    assert (
-        main(
-            [
-                "--orig",
-                str(paths["orig"]),
-                "--hyp",
-                str(paths["hyp"]),
-                "--ref",
-                str(paths["ref"]),
-                "--cat",
-                "3",
-                "--hyp-m2-out",
-                str(hyp_m2),
-            ]
-        )
-        == 0
+    orig, hyp, ref = (
+        write_lines(tmp_path / f"{name}.txt", lines)
+        for name, lines in (("orig", ORIGINALS), ("hyp", HYPOTHESES), ("ref", REFERENCES))
     )
+    hyp_m2 = tmp_path / "hyp.m2"
+    assert main(["--orig", orig, "--hyp", hyp, "--ref", ref, "--cat", "3", "--hyp-m2-out", str(hyp_m2)]) == 0
     output = capsys.readouterr().out
     assert "TP\tFP\tFN\tPrec\tRec\tF0.5\n2\t2\t2\t0.5\t0.5\t0.5\n" in output
     assert "R:VERB:SVA     1        1        0        0.5      1.0      0.5556" in output
@@ -132,28 +116,12 @@ def test_cli_rejects_hypotheses_with_a_different_line_count(tmp_path, capsys):
 
 
 def test_cli_refuses_an_unwritable_hyp_m2_out_before_it_annotates(tmp_path, capsys):
-    orig = tmp_path / "orig.txt"
-    orig.write_text("\n".join(ORIGINALS) + "\n", encoding="utf-8")
+    orig = write_lines(tmp_path / "orig.txt", ORIGINALS)
     (tmp_path / "notes.txt").write_text("not a directory\n")
     out = tmp_path / "notes.txt" / "hyp.m2"
     # an uninstalled spaCy model: the output path is refused before the model would be loaded
-    assert (
-        main(
-            [
-                "--orig",
-                str(orig),
-                "--hyp",
-                str(orig),
-                "--ref",
-                str(orig),
-                "--hyp-m2-out",
-                str(out),
-                "--model",
-                "no_such_spacy_model_installed",
-            ]
-        )
-        == 1
-    )
+    refused = ["--hyp-m2-out", str(out), "--model", "no_such_spacy_model_installed"]
+    assert main(["--orig", orig, "--hyp", orig, "--ref", orig, *refused]) == 1
     assert f"--hyp-m2-out {out}: its directory {out.parent} does not exist" in capsys.readouterr().err
 
 

@@ -3,8 +3,6 @@ the scorer scores that resampled corpus, per-sentence choice of annotator includ
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +12,7 @@ from ode_seq.metrics.gec_bootstrap import resampled_totals
 from ode_seq.metrics.m2 import EditCounts, M2Scorer
 from ode_seq.metrics.m2_format import format_block, parse_m2
 from ode_seq.metrics.paired_bootstrap import resample_indices
+from tests.metrics.cli import run_metric
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,12 +94,6 @@ def test_m2_paired_test_reports_the_scorers_corpus_scores():
     assert 0 < report["M2 F0.5"].p_value <= 1 and report["M2 F0.5"].system.half_width > 0
 
 
-def run_m2(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ode_seq.metrics.m2", *args], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-
-
 def write(path: Path, text: str) -> str:
     path.write_text(text, encoding="utf-8")
     return str(path)
@@ -113,12 +106,12 @@ def test_m2_cli_paired_prints_p_r_f_with_p_values(tmp_path):
         write(tmp_path / "sys.txt", "\n".join(system) + "\n"),
         write(tmp_path / "base.txt", "\n".join(baseline) + "\n"),
     )
-    result = run_m2(hyp, gold, "--paired", base, "--paired-samples", "200", "--paired-seed", "9")
+    result = run_metric("m2", hyp, gold, "--paired", base, "--paired-samples", "200", "--paired-seed", "9")
     assert result.returncode == 0, result.stderr
     report = M2Scorer().paired_test(system, baseline, sentences_of(blocks), 200, 9, (hyp, base))
     assert result.stdout.endswith("\n".join(report.lines()) + "\n")
     assert f"paired bootstrap, 200 resamples, seed 9: system {hyp} against baseline {base}" in result.stdout
-    same = run_m2(hyp, gold, "--paired", hyp)
+    same = run_metric("m2", hyp, gold, "--paired", hyp)
     assert same.stdout.splitlines()[-1].endswith("+0.00  1.0000")
 
 
@@ -129,7 +122,7 @@ def test_m2_cli_rejects_a_baseline_with_another_line_count(tmp_path):
         write(tmp_path / "sys.txt", "\n".join(system) + "\n"),
         write(tmp_path / "base.txt", "\n".join(baseline[:4]) + "\n"),
     )
-    result = run_m2(hyp, gold, "--paired", base)
+    result = run_metric("m2", hyp, gold, "--paired", base)
     assert result.returncode == 1 and result.stdout == ""
     assert f"{base} has 4 hypothesis lines but {gold} has 5 sentences" in result.stderr
 

@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 
@@ -41,6 +42,16 @@ def score(m2_text: str, hypotheses, **options) -> EditCounts:
     return M2Scorer(**options).score(hypotheses, parse_m2(m2_text.split("\n")))
 
 
+def edits_of(counts: EditCounts) -> Tuple[int, int, int]:
+    """(correct, proposed, gold) edits."""
+    return counts.correct, counts.proposed, counts.gold
+
+
+def edits(m2_text: str, hypotheses, **options) -> Tuple[int, int, int]:
+    """(correct, proposed, gold) edits of ``hypotheses`` against the M2 gold ``m2_text``."""
+    return edits_of(score(m2_text, hypotheses, **options))
+
+
 def run_cli(tmp_path: Path, m2_text: str, hypotheses, *options: str) -> subprocess.CompletedProcess:
     gold, system = tmp_path / "gold.m2", tmp_path / "system.txt"
     gold.write_text(m2_text, encoding="utf-8")
@@ -58,8 +69,7 @@ def a_line(start, end, correction, annotator=0, error_type="X"):
 
 
 def test_official_example_gives_precision_recall_f05_of_080(tmp_path):
-    counts = score(OFFICIAL_GOLD, OFFICIAL_SYSTEM)
-    assert (counts.correct, counts.proposed, counts.gold) == (4, 5, 5)
+    assert edits(OFFICIAL_GOLD, OFFICIAL_SYSTEM) == (4, 5, 5)
     result = run_cli(tmp_path, OFFICIAL_GOLD, OFFICIAL_SYSTEM)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Precision   : 0.8000\nRecall      : 0.8000\nF_0.5       : 0.8000\n"
@@ -68,86 +78,79 @@ def test_official_example_gives_precision_recall_f05_of_080(tmp_path):
 def test_official_system2_example_gives_p075_r060_f05_07143(tmp_path):
     # Sentence 1: "The cat sat -> A cat sat" (one edit with two unchanged words, not gold) and
     # at -> on (gold); sentence 2: annotator 1 (noop) wins; sentence 3: annotator 0, 2 of 3.
-    counts = score(OFFICIAL_GOLD, OFFICIAL_SYSTEM2)
-    assert (counts.correct, counts.proposed, counts.gold) == (3, 4, 5)
+    assert edits(OFFICIAL_GOLD, OFFICIAL_SYSTEM2) == (3, 4, 5)
     result = run_cli(tmp_path, OFFICIAL_GOLD, OFFICIAL_SYSTEM2)
     assert result.stdout == "Precision   : 0.7500\nRecall      : 0.6000\nF_0.5       : 0.7143\n"
 
 
 def test_insertion_matching_gold_counts_one_correct_edit():
     counts = score("S He went to school .\n" + a_line(3, 3, "the"), ["He went to the school ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (1, 1, 1)
+    assert edits_of(counts) == (1, 1, 1)
     assert counts.f_score(0.5) == 1.0
 
 
 @pytest.mark.parametrize("gold_span", [(1, 2), (2, 3)])
 def test_deleting_a_repeated_word_matches_gold_on_either_copy(gold_span):
     # "is is" -> "is": both alignments are in the lattice, the one the gold names is chosen.
-    counts = score("S She is is happy .\n" + a_line(*gold_span, "-NONE-"), ["She is happy ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (1, 1, 1)
+    assert edits("S She is is happy .\n" + a_line(*gold_span, "-NONE-"), ["She is happy ."]) == (1, 1, 1)
 
 
 def test_multi_token_replacement_is_one_edit_when_gold_is_one_edit():
-    counts = score("S He look at in the mirror .\n" + a_line(1, 4, "looked into"), ["He looked into the mirror ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (1, 1, 1)
+    text = "S He look at in the mirror .\n" + a_line(1, 4, "looked into")
+    assert edits(text, ["He looked into the mirror ."]) == (1, 1, 1)
 
 
 def test_multi_token_replacement_splits_when_gold_splits():
     text = "S He look at in the mirror .\n" + a_line(1, 2, "looked") + "\n" + a_line(2, 4, "into")
-    counts = score(text, ["He looked into the mirror ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (2, 2, 2)
+    assert edits(text, ["He looked into the mirror ."]) == (2, 2, 2)
 
 
 def test_one_of_two_gold_edits_gives_recall_half_and_f05_five_sixths():
     text = "S I has a apple .\n" + a_line(1, 2, "have") + "\n" + a_line(2, 3, "an")
     counts = score(text, ["I have a apple ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (1, 1, 2)
+    assert edits_of(counts) == (1, 1, 2)
     assert counts.precision == 1.0 and counts.recall == 0.5
     assert counts.f_score(0.5) == pytest.approx(1.25 * 0.5 / (0.25 + 0.5))  # 0.8333
     assert counts.f_score(1.0) == pytest.approx(2 / 3)
 
 
 def test_any_alternative_correction_of_a_gold_edit_is_correct():
-    counts = score("S I ate a apple .\n" + a_line(2, 3, "an||one"), ["I ate one apple ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (1, 1, 1)
+    assert edits("S I ate a apple .\n" + a_line(2, 3, "an||one"), ["I ate one apple ."]) == (1, 1, 1)
 
 
 def test_overlapping_gold_edits_can_only_both_count_as_gold():
     # Gold 0:2 a b -> x and 1:3 b c -> y overlap; "x c" realises the first only.
     text = "S a b c\n" + a_line(0, 2, "x") + "\n" + a_line(1, 3, "y")
-    counts = score(text, ["x c"])
-    assert (counts.correct, counts.proposed, counts.gold) == (1, 1, 2)
+    assert edits(text, ["x c"]) == (1, 1, 2)
 
 
 def test_two_gold_insertions_at_one_position_are_both_matched():
     text = "S I saw cat .\n" + a_line(2, 2, "the") + "\n" + a_line(2, 2, "big")
-    counts = score(text, ["I saw the big cat ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (2, 2, 2)
+    assert edits(text, ["I saw the big cat ."]) == (2, 2, 2)
 
 
 def test_empty_hypothesis_of_a_correct_sentence_is_one_deletion_edit():
     # Four deletions merge into one edit (no unchanged words between them): C=0, E=1, G=0.
     counts = score("S This is fine .\nA -1 -1|||noop|||-NONE-|||REQUIRED|||-NONE-|||0", [""])
-    assert (counts.correct, counts.proposed, counts.gold) == (0, 1, 0)
+    assert edits_of(counts) == (0, 1, 0)
     assert (counts.precision, counts.recall, counts.f_score(0.5)) == (0.0, 1.0, 0.0)
 
 
 def test_empty_hypothesis_still_matches_a_gold_deletion():
     # The gold deletion of "b" is taken as its own edit; "A" and "." are deleted around it.
-    counts = score("S A b .\n" + a_line(1, 2, "-NONE-"), [""])
-    assert (counts.correct, counts.proposed, counts.gold) == (1, 3, 1)
+    assert edits("S A b .\n" + a_line(1, 2, "-NONE-"), [""]) == (1, 3, 1)
 
 
 def test_unchanged_hypothesis_has_precision_one_recall_zero():
     counts = score("S I has it .\n" + a_line(1, 2, "have"), ["I has it ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (0, 0, 1)
+    assert edits_of(counts) == (0, 0, 1)
     assert (counts.precision, counts.recall, counts.f_score(0.5)) == (1.0, 0.0, 0.0)
 
 
 def test_noop_annotator_is_chosen_for_an_unchanged_hypothesis():
     text = "S I has it .\n" + a_line(1, 2, "have", 0) + "\nA -1 -1|||noop|||-NONE-|||REQUIRED|||-NONE-|||1"
     counts = score(text, ["I has it ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (0, 0, 0)
+    assert edits_of(counts) == (0, 0, 0)
     assert (counts.precision, counts.recall, counts.f_score(0.5)) == (1.0, 1.0, 1.0)
 
 
@@ -158,10 +161,8 @@ def test_best_annotator_is_chosen_per_sentence_by_running_f():
         "S He go home .\n" + a_line(1, 2, "goes", 0) + "\n" + a_line(1, 2, "went", 1) + "\n\n"
         "S She like tea .\n" + a_line(1, 2, "likes", 0) + "\nA -1 -1|||noop|||-NONE-|||REQUIRED|||-NONE-|||1"
     )
-    counts = score(text, ["He went home .", "She likes tea ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (2, 2, 2)
-    only_annotator_0 = score(text, ["He went home .", "She likes tea ."], annotator=0)
-    assert (only_annotator_0.correct, only_annotator_0.proposed, only_annotator_0.gold) == (1, 2, 2)
+    assert edits(text, ["He went home .", "She likes tea ."]) == (2, 2, 2)
+    assert edits(text, ["He went home .", "She likes tea ."], annotator=0) == (1, 2, 2)
 
 
 def test_edits_within_max_unchanged_words_merge_into_one():
@@ -169,8 +170,7 @@ def test_edits_within_max_unchanged_words_merge_into_one():
     assert score("S a b c d e", ["X b c Y e"]).proposed == 1
     assert score("S a b c d e", ["X b c Y e"], max_unchanged_words=1).proposed == 2
     text = "S a b c d e\n" + a_line(0, 1, "X") + "\n" + a_line(3, 4, "Y")
-    counts = score(text, ["X b c Y e"])
-    assert (counts.correct, counts.proposed, counts.gold) == (2, 2, 2)
+    assert edits(text, ["X b c Y e"]) == (2, 2, 2)
 
 
 def test_ignore_whitespace_casing_drops_case_only_edits():
@@ -181,19 +181,16 @@ def test_ignore_whitespace_casing_drops_case_only_edits():
 def test_gold_edits_are_consumed_in_file_order_as_official():
     # Gold lists 2:3 before 0:1; after matching 0:1 (second in file) the pointer is past 2:3.
     text = "S a b c\n" + a_line(2, 3, "y") + "\n" + a_line(0, 1, "x")
-    counts = score(text, ["x b y"])
-    assert (counts.correct, counts.proposed, counts.gold) == (1, 2, 2)
+    assert edits(text, ["x b y"]) == (1, 2, 2)
 
 
 def test_duplicate_gold_edits_each_count_as_official():
     text = "S a b c\n" + a_line(0, 1, "x") + "\n" + a_line(0, 1, "x")
-    counts = score(text, ["x b c"])
-    assert (counts.correct, counts.proposed, counts.gold) == (2, 1, 2)
+    assert edits(text, ["x b c"]) == (2, 1, 2)
 
 
 def test_sentence_without_annotations_counts_as_no_gold_edits():
-    counts = score("S Fine .\n\nS Also fine .", ["Fine .", "Also good ."])
-    assert (counts.correct, counts.proposed, counts.gold) == (0, 1, 0)
+    assert edits("S Fine .\n\nS Also fine .", ["Fine .", "Also good ."]) == (0, 1, 0)
 
 
 def test_lattice_edit_sequence_of_a_substitution_and_an_insertion():
@@ -240,8 +237,7 @@ def test_gold_insertion_can_be_claimed_by_a_parallel_edge_as_official():
     lattice = EditLattice("c b c a".split(), "d a c e a e a e".split())
     system = lattice.best_edits(parse_m2(text.split("\n"))[0].edits_of(0))
     assert [(e.start, e.end, e.correction) for e in system] == [(0, 0, "d a"), (1, 3, "e a e"), (3, 4, "a e")]
-    counts = score(text, ["d a c e a e a e"])
-    assert (counts.correct, counts.proposed, counts.gold) == (2, 3, 3)
+    assert edits(text, ["d a c e a e a e"]) == (2, 3, 3)
 
 
 def test_aligned_edits_merge_adjacent_changes_and_type_them():

@@ -3,12 +3,9 @@ reproduced, and the --paired option of the BLEU and ROUGE command-line tools."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,9 +24,8 @@ from ode_seq.metrics.paired_bootstrap import (
     p_value,
     resample_indices,
 )
-from tests.metrics.test_bleu import SACREBLEU, degraded, run_score, write_lines
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.metrics.cli import run_metric, run_score, score_spanish, spanish_references, write_lines
+from tests.metrics.test_bleu import SACREBLEU, degraded
 
 
 def test_p_value_counts_recentred_differences_above_the_observed_one_plus_one():
@@ -93,8 +89,7 @@ def test_our_bootstrap_on_sacrebleus_statistics_reproduces_its_paired_test(spani
 
 @pytest.fixture(scope="module")
 def spanish_verses() -> list[str]:
-    with gzip.open(REPO_ROOT / "examples/translation/data/test.tsv.gz", "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n").split("\t")[2] for line in f][1:151]
+    return spanish_references(150)
 
 
 def a_close_pair(references: list[str]) -> tuple[list[str], list[str]]:
@@ -117,22 +112,8 @@ def test_bleu_cli_paired_equals_sacrebleu_cli_paired_bs_with_the_same_seed(tmp_p
     ref = write_lines(tmp_path / "ref.es", spanish_verses)
     system_lines, baseline_lines = a_close_pair(spanish_verses)
     system, baseline = write_lines(tmp_path / "sys.es", system_lines), write_lines(tmp_path / "base.es", baseline_lines)
-    result = run_score(
-        "--hyp",
-        str(system),
-        "--ref",
-        str(ref),
-        "--lang",
-        "es",
-        "--paired",
-        str(baseline),
-        "--paired-samples",
-        "500",
-        "--paired-seed",
-        "4242",
-        "--json",
-        str(tmp_path / "out.json"),
-    )
+    paired = ["--paired", str(baseline), "--paired-samples", "500", "--paired-seed", "4242"]
+    result = score_spanish(system, ref, *paired, "--json", str(tmp_path / "out.json"))
     assert result.returncode == 0, result.stderr
     ours = json.loads((tmp_path / "out.json").read_text())["paired"]
     cli = subprocess.run(
@@ -199,18 +180,7 @@ def test_bleu_cli_rejects_a_baseline_that_does_not_fit_and_writes_nothing(tmp_pa
     ref = write_lines(tmp_path / "ref.es", spanish_verses[:5])
     system = write_lines(tmp_path / "sys.es", degraded(spanish_verses[:5]))
     base = write_lines(tmp_path / "base.es", baseline)
-    result = run_score(
-        "--hyp",
-        str(system),
-        "--ref",
-        str(ref),
-        "--lang",
-        "es",
-        "--paired",
-        str(base),
-        "--json",
-        str(tmp_path / "out.json"),
-    )
+    result = score_spanish(system, ref, "--paired", str(base), "--json", str(tmp_path / "out.json"))
     assert result.returncode == 2 and message in result.stderr and "baseline hypothesis file" in result.stderr
     assert result.stdout == "" and not (tmp_path / "out.json").exists()
 
@@ -221,9 +191,7 @@ def test_bleu_cli_paired_reads_fairseq_output_for_both_systems(tmp_path, spanish
     baseline = write_lines(
         tmp_path / "base.txt", [f"H-{i}\t-0.5\t{line}" for i, line in enumerate(spanish_verses[:4]) if i != 2]
     )
-    result = run_score(
-        "--hyp", str(system), "--hyp-format", "fairseq", "--ref", str(ref), "--lang", "es", "--paired", str(baseline)
-    )
+    result = score_spanish(system, ref, "--hyp-format", "fairseq", "--paired", str(baseline))
     assert result.returncode == 2 and f"{baseline}: no H- line for 1 of 4 sentences, ids 2" in result.stderr
 
 
@@ -258,16 +226,6 @@ def test_rouge_resample_score_is_the_mean_over_drawn_summaries():
     assert got.baseline.half_width == pytest.approx(0.0)
 
 
-def run_rouge(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ode_seq.metrics.rouge", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 REFERENCES = [
     "The storm hit Texas . Power was cut for days .",
     "Shares rose 5 percent . Sales were strong .",
@@ -288,7 +246,8 @@ def test_rouge_cli_paired_writes_every_variant_with_p_values_to_json(tmp_path):
         name: write_lines(tmp_path / f"{name}.txt", lines)
         for name, lines in (("ref", REFERENCES), ("sys", SYSTEM), ("base", BASELINE))
     }
-    result = run_rouge(
+    result = run_metric(
+        "rouge",
         "--hyp",
         str(paths["sys"]),
         "--ref",
@@ -317,8 +276,8 @@ def test_rouge_cli_paired_writes_every_variant_with_p_values_to_json(tmp_path):
 def test_rouge_cli_rejects_a_baseline_that_does_not_fit_and_writes_nothing(tmp_path, baseline, message):
     ref, system = write_lines(tmp_path / "ref.txt", REFERENCES), write_lines(tmp_path / "sys.txt", SYSTEM)
     base = write_lines(tmp_path / "base.txt", baseline)
-    result = run_rouge(
-        "--hyp", str(system), "--ref", str(ref), "--paired", str(base), "--json", str(tmp_path / "out.json")
+    result = run_metric(
+        "rouge", "--hyp", str(system), "--ref", str(ref), "--paired", str(base), "--json", str(tmp_path / "out.json")
     )
     assert result.returncode == 2 and message in result.stderr and str(base) in result.stderr
     assert result.stdout == "" and not (tmp_path / "out.json").exists()

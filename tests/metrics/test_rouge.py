@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +13,7 @@ from rouge_score import rouge_scorer, scoring
 from ode_seq.metrics.rouge import score_summaries
 from ode_seq.metrics.sentence_split import one_sentence_per_line, split_sentences
 from ode_seq.text_files import TextInputError, read_lines
+from tests.metrics.cli import run_metric, write_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TYPES = ["rouge1", "rouge2", "rougeL", "rougeLsum"]
@@ -33,24 +32,10 @@ HYPOTHESES = [
 ]
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ode_seq.metrics.rouge", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def write_lines(path: Path, lines) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
-
-
 def test_cli_means_and_intervals_equal_rouge_score_called_directly(tmp_path):
     hyp, ref = write_lines(tmp_path / "h.txt", HYPOTHESES), write_lines(tmp_path / "r.txt", REFERENCES)
-    result = run_cli(
+    result = run_metric(
+        "rouge",
         "--hyp",
         str(hyp),
         "--ref",
@@ -95,7 +80,7 @@ def test_cli_means_and_intervals_equal_rouge_score_called_directly(tmp_path):
 )
 def test_cli_refuses_bootstrap_settings_naming_the_option(tmp_path, option, value, message):
     hyp, ref = write_lines(tmp_path / "h.txt", HYPOTHESES), write_lines(tmp_path / "r.txt", REFERENCES)
-    result = run_cli("--hyp", str(hyp), "--ref", str(ref), option, value)
+    result = run_metric("rouge", "--hyp", str(hyp), "--ref", str(ref), option, value)
     assert result.returncode == 2 and message in result.stderr and result.stdout == ""
 
 
@@ -114,7 +99,9 @@ def test_stemming_matches_inflected_forms_and_can_be_disabled(tmp_path):
     stemmed = score_summaries(read_lines(hyp), read_lines(ref), bootstrap_samples=10)
     assert stemmed["rouge1"]["fmeasure"]["mean"] == pytest.approx(100 * 2 * (3 / 4) * 1 / (3 / 4 + 1))
     assert (
-        run_cli("--hyp", str(hyp), "--ref", str(ref), "--no-stemmer", "--json", str(tmp_path / "o.json")).returncode
+        run_metric(
+            "rouge", "--hyp", str(hyp), "--ref", str(ref), "--no-stemmer", "--json", str(tmp_path / "o.json")
+        ).returncode
         == 0
     )
     unstemmed = json.loads((tmp_path / "o.json").read_text())["scores"]["rouge1"]
@@ -126,7 +113,7 @@ def test_stemming_matches_inflected_forms_and_can_be_disabled(tmp_path):
 def test_mismatched_counts_are_an_error_and_leave_existing_json_untouched(tmp_path):
     hyp, ref = write_lines(tmp_path / "h.txt", HYPOTHESES[:3]), write_lines(tmp_path / "r.txt", REFERENCES)
     (tmp_path / "out.json").write_text("previous")
-    result = run_cli("--hyp", str(hyp), "--ref", str(ref), "--json", str(tmp_path / "out.json"))
+    result = run_metric("rouge", "--hyp", str(hyp), "--ref", str(ref), "--json", str(tmp_path / "out.json"))
     assert result.returncode == 2
     assert "3 hypotheses but 4 references" in result.stderr
     assert (tmp_path / "out.json").read_text() == "previous"

@@ -1,5 +1,5 @@
-"""Shared fixtures: one binarised corpus, one uninterrupted RK4 training run and one prepared slice of
-the Bible corpus per session.
+"""Shared fixtures: one uninterrupted RK4 training run on the binarised corpus (tests/conftest.py)
+and one prepared slice of the Bible corpus per session.
 
 In-process models run torch on one thread (or ``ODE_SEQ_TEST_THREADS``), as the tools do
 (``OMP_NUM_THREADS=1``): the models are tiny, and thread hand-offs on a busy machine cost far more
@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.in_process import run_in_process
 from tests.conftest import fixed_torch_threads
-from tests.e2e.cli import run
-from tests.e2e.corpus import preprocess, write_reversal_corpus
 from tests.reliability.corpus import resumable_training
 from tests.reliability.process_tree import PREPARE_ARGS, TRANSLATION, pipeline_env
 
@@ -24,18 +23,10 @@ fixed_threads = pytest.fixture(autouse=True)(fixed_torch_threads)
 
 
 @pytest.fixture(scope="session")
-def data_bin(tmp_path_factory) -> Path:
-    raw = tmp_path_factory.mktemp("raw")
-    write_reversal_corpus(raw)
-    preprocess(raw, raw / "bin")
-    return raw / "bin"
-
-
-@pytest.fixture(scope="session")
 def reference_run(data_bin, tmp_path_factory):
     """The uninterrupted run: its save directory and its log."""
     save = tmp_path_factory.mktemp("uninterrupted")
-    out = run("fairseq-train", resumable_training(data_bin, save))
+    out = run_in_process("fairseq-train", resumable_training(data_bin, save), check=True)
     return save, out.stdout
 
 

@@ -13,9 +13,10 @@ from fairseq import tasks
 from fairseq.data import Dictionary
 from fairseq.trainer import Trainer
 
-from ode_seq.models.in_process import parse_training_args
+from testkit.in_process import parse_training_args
 from tests.e2e.cli import TINY_MODEL
 from tests.e2e.corpus import write_reversal_corpus
+from tests.fixtures.make_fixtures import ADAM_ON_CPU
 
 TRANSLATION = ["--task", "translation", "--source-lang", "src", "--target-lang", "tgt", "--criterion", "cross_entropy"]
 # fairseq's pre-norm Transformer with one embedding matrix (exportable to every target).
@@ -54,13 +55,7 @@ def trainer(data: Path, argv: Sequence[str], seed: int = 1) -> Trainer:
         [
             str(data),
             *argv,
-            "--cpu",
-            "--user-dir",
-            "user_dir",
-            "--optimizer",
-            "adam",
-            "--lr",
-            "0.001",
+            *ADAM_ON_CPU,
             "--seed",
             str(seed),
             "--no-save-optimizer-state",

@@ -12,9 +12,9 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 import pytest
 
+from testkit.in_process import run_in_process
 from tests.e2e.cli import run
 from tests.reliability.corpus import final_error
-from tests.reliability.in_process import run_in_process
 
 Command = Tuple[str, List[str]]
 Outcome = Tuple[subprocess.CompletedProcess, Path, Dict[str, bytes]]

@@ -21,7 +21,7 @@ import torch
 from fairseq import tasks
 
 from ode_seq.checkpoint_files import load_checkpoint
-from ode_seq.models.in_process import parse_training_args
+from testkit.in_process import parse_training_args, run_in_process
 from tests.e2e.cli import ROOT, TINY_MODEL, run
 from tests.e2e.corpus import reversal_pairs, write_parallel
 from tests.reliability.corpus import (
@@ -31,7 +31,6 @@ from tests.reliability.corpus import (
     final_error,
     resumable_training,
 )
-from tests.reliability.in_process import run_in_process
 
 Command = Tuple[str, List[str]]  # (tool, arguments)
 MAX_POSITIONS = ["--max-source-positions", "16", "--max-target-positions", "16"]

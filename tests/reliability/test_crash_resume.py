@@ -15,8 +15,8 @@ import torch
 from fairseq import checkpoint_utils
 
 from ode_seq.checkpoint_files import load_checkpoint
-from ode_seq.models.in_process import fairseq_trainer
-from tests.e2e.cli import TINY_MODEL, run
+from testkit.in_process import fairseq_trainer, run_in_process
+from tests.e2e.cli import TINY_MODEL
 from tests.reliability.corpus import (
     OPTIMISATION,
     QUIET_CPU,
@@ -47,7 +47,7 @@ def test_sigkill_mid_epoch_then_restart_ends_with_the_uninterrupted_parameters(d
     resumed_from = last["optimizer_history"][-1]["num_updates"]
     assert position["epoch"] == 1 and 0 < position["iterations_in_epoch"] < per_epoch
 
-    out = run("fairseq-train", command).stdout
+    out = run_in_process("fairseq-train", command, check=True).stdout
     assert f"Loaded checkpoint {save}/checkpoint_last.pt (epoch 1 @ {resumed_from} updates)" in out
     # The restart continues the epoch at the next batch instead of starting it again.
     updates = _updates_logged(out)
@@ -70,8 +70,8 @@ def test_a_run_stopped_at_an_epoch_end_and_resumed_ends_with_the_uninterrupted_p
     reference_dir, _ = reference_run
     save = tmp_path / "ckpt"
     command = resumable_training(data_bin, save)
-    run("fairseq-train", [*command, "--max-epoch", "1"])
-    out = run("fairseq-train", command).stdout
+    run_in_process("fairseq-train", [*command, "--max-epoch", "1"], check=True)
+    out = run_in_process("fairseq-train", command, check=True).stdout
     assert f"Loaded checkpoint {save}/checkpoint_last.pt (epoch 2 @" in out
     resumed, uninterrupted = model_state(save / "checkpoint_last.pt"), model_state(reference_dir / "checkpoint_last.pt")
     assert [k for k in resumed if not torch.equal(resumed[k], uninterrupted[k])] == []
@@ -124,7 +124,9 @@ def test_a_resumed_run_keeps_counting_its_patience(data_bin, tmp_path):
     def train(max_epoch: int) -> str:
         args = [str(data_bin), "--user-dir", "user_dir", "--arch", "transformer", *TINY_MODEL, *OPTIMISATION]
         args += [*QUIET_CPU, "--lr", "0", "--max-tokens", "2000", "--patience", "3", "--max-epoch", str(max_epoch)]
-        return run("fairseq-train", [*args, "--no-epoch-checkpoints", "--save-dir", str(tmp_path)]).stdout
+        return run_in_process(
+            "fairseq-train", [*args, "--no-epoch-checkpoints", "--save-dir", str(tmp_path)], check=True
+        ).stdout
 
     first, resumed = train(2), train(10)
     validated = [int(e) for e in re.findall(r"\| epoch (\d+) \| valid on", first + resumed)]

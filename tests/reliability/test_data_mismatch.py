@@ -3,7 +3,7 @@ model's size but other symbols, subword models that did not encode the training 
 language direction, and checkpoints of different runs are refused by every tool, naming the file,
 what differs and the fix, with a non-zero exit and no output; the same commands with the right data
 work. Checkpoints are saved in this process by fairseq's Trainer (:mod:`.mismatch_data`); one case
-per tool runs its console script, the others its entry point in this process (:mod:`.in_process`)."""
+per tool runs its console script, the others its entry point in this process (:mod:`testkit.in_process`)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ from fairseq.models.transformer import TransformerModel
 from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.models.teacher import load_teacher
 from ode_seq.training_data.record import DataMismatchError
+from testkit.in_process import run_in_process
+from tests.e2e.cli import subset_args
 from tests.fixtures.make_fixtures import CHECKPOINTS, HERE
 from tests.reliability import mismatch_data as md
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU
-from tests.reliability.in_process import run_in_process
 from tests.reliability.refusals import Command, case_ids, case_runner, check_error, check_exit_and_outputs
 from tests.reliability.refusals import Refusal as Mismatch
 
@@ -162,16 +163,7 @@ def interactive(data: Path, path: Path, *extra: str) -> Command:
 
 def eval_lm(data: Path, path: Path) -> Command:
     sizes = ["--tokens-per-sample", "32", "--batch-size", "4"]
-    return "fairseq-eval-lm", [
-        str(data),
-        "--user-dir",
-        "user_dir",
-        "--path",
-        str(path),
-        "--gen-subset",
-        "valid",
-        *sizes,
-    ]
+    return "fairseq-eval-lm", subset_args(data, path, "valid", *sizes)
 
 
 def average(*paths: Path, output: Path) -> Command:

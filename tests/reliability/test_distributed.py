@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from ode_seq.models.families import FEATURES
+from testkit.families import FEATURES
 from tests.conftest import TinyTask, build_model, random_batch
 from tests.e2e.cli import BIN, run
 from tests.numerics import assert_same_tensors

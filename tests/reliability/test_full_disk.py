@@ -26,9 +26,9 @@ from fairseq import checkpoint_utils
 
 from ode_seq import output_files
 from ode_seq.fairseq_fixes.save_dir_lock import LOCK_FILE
-from ode_seq.models.in_process import fairseq_trainer
 from ode_seq.output_files import OutputWriteError, out_of_space, write_text_atomically
-from tests.e2e.cli import BIN, ROOT, run
+from testkit.in_process import fairseq_trainer, run_in_process
+from tests.e2e.cli import BIN, ROOT
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error, tool_env
 
 CHECKPOINT = Path(ROOT) / "tests" / "fixtures" / "checkpoints" / "rk4.pt"
@@ -64,7 +64,7 @@ def training(data_bin: Path, save: Path, epochs: int) -> List[str]:
 
 def test_checkpoint_save_past_the_limit_keeps_the_previous_checkpoints_and_says_what_it_needs(data_bin, tmp_path):
     save = tmp_path / "ckpt"
-    run("fairseq-train", training(data_bin, save, 1))
+    run_in_process("fairseq-train", training(data_bin, save, 1), check=True)
     before = digests(save)
     assert {"checkpoint1.pt", "checkpoint_best.pt", "checkpoint_last.pt"} <= set(before)
     size = (save / "checkpoint_last.pt").stat().st_size
@@ -78,7 +78,7 @@ def test_checkpoint_save_past_the_limit_keeps_the_previous_checkpoints_and_says_
     assert "Run the same command again once there is space" in error
     assert digests(save) == before  # nothing half-written left, nothing earlier touched
 
-    resumed = run("fairseq-train", training(data_bin, save, 2))
+    resumed = run_in_process("fairseq-train", training(data_bin, save, 2), check=True)
     assert re.search(rf"Loaded checkpoint {save}/checkpoint_last.pt \(epoch 2 @ [1-9]\d* updates\)", resumed.stdout)
     assert (save / "checkpoint2.pt").is_file()
 

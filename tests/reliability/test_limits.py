@@ -9,7 +9,6 @@ generation run to its length cap, :func:`never_ending` makes </s> the least like
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 from typing import List
@@ -21,10 +20,9 @@ from fairseq import checkpoint_utils
 from ode_seq.checkpoint_files import load_checkpoint, save_checkpoint
 from ode_seq.cli.export import main as export
 from ode_seq.export.hf_tokenizer import FairseqTokenizer
-from tests.e2e.corpus import preprocess_lm, write_lm_corpus
+from testkit.in_process import run_in_process
 from tests.export.models import language_model_checkpoint, lm_hypotheses
 from tests.reliability import mismatch_data as md
-from tests.reliability.in_process import run_in_process
 
 POSITIONS = 32  # the language models' --tokens-per-sample, so their positions
 TEST_TOKENS = 157  # the tokens of the LM corpus's test split (its lines' words and line ends)
@@ -42,14 +40,6 @@ def never_ending(checkpoint: Path, output_projection: str) -> None:
     model["decoder.layer_norm.bias"].copy_(u)
     model[output_projection][2] = -4.0 * u
     save_checkpoint(state, str(checkpoint))
-
-
-@pytest.fixture(scope="module")
-def lm_data(tmp_path_factory) -> Path:
-    raw = tmp_path_factory.mktemp("lm_raw")
-    write_lm_corpus(raw)
-    preprocess_lm(raw, raw / "bin")
-    return raw / "bin"
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +106,10 @@ def test_eval_lm_refuses_whole_lines_longer_than_the_models_positions(lm_data, t
 @pytest.mark.parametrize(
     "options", [["--tokens-per-sample", "32"], ["--tokens-per-sample", "32", "--context-window", "16"]]
 )
-def test_eval_lm_within_the_positions_scores_every_token(lm_data, language_model, options, caplog):
-    caplog.set_level(logging.INFO, logger="fairseq_cli.eval_lm")
+def test_eval_lm_within_the_positions_scores_every_token(lm_data, language_model, options):
     result = eval_lm(lm_data, language_model, *options)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert f"Evaluated {TEST_TOKENS} tokens" in caplog.text
+    assert f"Evaluated {TEST_TOKENS} tokens" in result.stdout  # its log
 
 
 def fairseq_words(checkpoint: Path, prompt: List[int]) -> List[int]:

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from ode_seq.output_files import UNLOCKED_GRACE_SECONDS
+from testkit.in_process import run_in_process
 from tests.e2e.cli import BIN, ROOT
 from tests.e2e.test_pipeline_lock import lib_script
 from tests.export.models import language_model_checkpoint
 from tests.reliability import mismatch_data as md
 from tests.reliability.corpus import tool_env
-from tests.reliability.in_process import run_in_process
 
 
 @pytest.fixture(scope="module")

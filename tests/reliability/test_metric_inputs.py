@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import re
-from pathlib import Path
 from typing import Callable, Dict
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from ode_seq.metrics import bleu, errant_score, m2, rouge
 from ode_seq.metrics.subword_marks import check_words, find_marks
 from tests.e2e.cli import run_pipeline
+from tests.metrics.cli import CORPUS, SCORE_SH
 from tests.metrics.test_text_inputs import (  # noqa: F401  (errant_annotator: the fixture one_errant_annotator uses)
     ROLES,
     TOOLS,
@@ -34,9 +34,6 @@ from tests.reliability.mismatch_data import (
     train_sentencepiece,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CORPUS = REPO_ROOT / "examples" / "translation" / "data"
-SCORE_SH = REPO_ROOT / "examples" / "translation" / "score.sh"
 BAD_INPUT_STATUS = {"bleu": 2, "rouge": 2, "m2": 1, "errant": 1}
 DECODING_OPTION = {"sentencepiece": "--post-process sentencepiece", "subword-nmt": "--remove-bpe"}
 MARK = {"sentencepiece": "'▁'", "subword-nmt": "a token ending in '@@'"}

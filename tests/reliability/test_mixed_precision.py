@@ -19,15 +19,15 @@ import re
 import pytest
 import torch
 
-from ode_seq.models.families import FEATURES
-from ode_seq.models.in_process import fairseq_trainer
+from testkit.families import FEATURES
+from testkit.in_process import fairseq_trainer, run_in_process
 from tests.conftest import TinyTask, build_model, random_batch
-from tests.e2e.cli import TINY_MODEL, run
+from tests.e2e.cli import TINY_MODEL
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED
 
 
 def _train_log(data_bin, tmp_path, *precision: str) -> str:
-    out = run(
+    out = run_in_process(
         "fairseq-train",
         [
             str(data_bin),
@@ -42,6 +42,7 @@ def _train_log(data_bin, tmp_path, *precision: str) -> str:
             "--save-dir",
             str(tmp_path),
         ],
+        check=True,
     )
     return out.stdout
 
@@ -67,7 +68,7 @@ def test_fp16_training_on_cpu_with_fairseqs_flat_fp32_master_copy(data_bin, tmp_
 def test_adaptive_encoder_trains_in_fp16_through_fairseq_train(precision, data_bin, tmp_path):
     """dopri5's error control in float16 overflowed (the squared error ratio) and, through the
     first step size, sent nan gradients to the embeddings; its norm is now float32, off the graph."""
-    out = run(
+    out = run_in_process(
         "fairseq-train",
         [
             str(data_bin),
@@ -89,6 +90,7 @@ def test_adaptive_encoder_trains_in_fp16_through_fairseq_train(precision, data_b
             "--save-dir",
             str(tmp_path),
         ],
+        check=True,
     )
     steps = re.findall(r"encoder_nfe=(\d+), loss=([\d.]+),.* num_updates=(\d+),.* loss_scale=(\d+)", out.stdout)
     assert [int(u) for _, _, u, _ in steps] == [1, 2]

@@ -6,7 +6,7 @@ override key, the solver options at load time), naming the option, both values a
 Options that do not change the function (dropout, learning rate, batch size) may differ;
 checkpoints written before the record load as before, with a note. Inputs are untrained tiny
 models saved in this process by fairseq's Trainer (:mod:`.mismatch_data`); one case runs
-fairseq-train's console script, the others its entry point in this process (:mod:`.in_process`)."""
+fairseq-train's console script, the others its entry point in this process (:mod:`testkit.in_process`)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from fairseq.models.transformer import TransformerModel
 
 from ode_seq.checkpoint_files import load_checkpoint
 from ode_seq.training_data.model_options import OptionsMismatchError, differences
+from testkit.in_process import run_in_process
 from tests.e2e.cli import TINY_MODEL
 from tests.fixtures.make_fixtures import CHECKPOINTS, HERE
 from tests.fixtures.make_fixtures import TINY as FIXTURE_SIZES
 from tests.reliability import mismatch_data as md
 from tests.reliability.corpus import QUIET_CPU
-from tests.reliability.in_process import run_in_process
 from tests.reliability.refusals import Command, Refusal, case_ids, case_runner, check_error, check_exit_and_outputs
 
 LM = ["--task", "language_modeling", "--tokens-per-sample", "32", "--criterion", "cross_entropy"]

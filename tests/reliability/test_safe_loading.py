@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from ode_seq.checkpoint_files import load_checkpoint
-from tests.e2e.cli import ROOT, TINY_MODEL, run
+from testkit.in_process import run_in_process
+from tests.e2e.cli import ROOT, TINY_MODEL, run, subset_args
 from tests.e2e.corpus import SIZES
 from tests.reliability.corpus import OPTIMISATION, QUIET_CPU, RK4_LEARNED, final_error
 
@@ -60,7 +61,7 @@ def ode_checkpoint(reference_run) -> Path:
 def transformer_checkpoint(data_bin, tmp_path_factory) -> Path:
     """fairseq's own ``transformer``, trained for two updates."""
     save = tmp_path_factory.mktemp("transformer")
-    run(
+    run_in_process(
         "fairseq-train",
         [
             str(data_bin),
@@ -78,6 +79,7 @@ def transformer_checkpoint(data_bin, tmp_path_factory) -> Path:
             "--save-dir",
             str(save),
         ],
+        check=True,
     )
     return save / "checkpoint_last.pt"
 
@@ -88,21 +90,8 @@ def test_checkpoint_translates_in_fairseq_generate_with_safe_loading(
 ):
     path = ode_checkpoint if kind == "ode" else transformer_checkpoint
     assert load_checkpoint(str(path))["model"]  # only tensors and allow-listed types inside
-    out = run(
-        "fairseq-generate",
-        [
-            str(data_bin),
-            "--user-dir",
-            "user_dir",
-            "--path",
-            str(path),
-            "--gen-subset",
-            "valid",
-            "--beam",
-            "2",
-            "--max-tokens",
-            "1000",
-        ],
+    out = run_in_process(
+        "fairseq-generate", subset_args(data_bin, path, "valid", "--beam", "2", "--max-tokens", "1000"), check=True
     )
     assert len(re.findall(r"^H-\d+\t", out.stdout, re.M)) == SIZES["valid"]
 
@@ -110,7 +99,7 @@ def test_checkpoint_translates_in_fairseq_generate_with_safe_loading(
 def test_no_project_code_turns_safe_loading_off():
     unsafe = re.compile(r"weights_only\s*=\s*False|TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD|pickle\.loads?\(")
     offenders = []
-    for top in ("ode_seq", "user_dir", "scripts", "examples", "benchmarks"):
+    for top in ("ode_seq", "user_dir", "testkit", "scripts", "examples", "benchmarks"):
         for directory, _, files in os.walk(os.path.join(ROOT, top)):
             for name in files:
                 if name.endswith((".py", ".sh")):

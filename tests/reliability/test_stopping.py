@@ -189,18 +189,14 @@ def test_quality_study_stopped_while_runs_train_in_parallel_leaves_no_process(bi
     assert_stopped_cleanly(run, signal.SIGTERM, bible_work)
 
 
-def test_a_gpu_run_part_ends_when_the_run_is_killed(tmp_path):
+def test_a_gpu_run_part_ends_when_the_run_is_killed(data_bin, tmp_path):
     """SIGKILL leaves gpu_run.py no time to stop its part, which runs in a session of its own; the
     part still ends, by the parent-death signal it asked for."""
-    program = (
-        "import sys; from benchmarks import gpu_run\n"
-        "part = gpu_run.Part('sleeper', 1.0, lambda options, limit: [sys.executable, '-c', "
-        "'import time; time.sleep(310)'])\n"
-        f"options = gpu_run.Options({str(tmp_path)!r}, '', '', 'cpu', True)\n"
-        "gpu_run.run_part(part, options, 600.0, sys.stderr, gpu_run.StopRequest())\n"
-    )
-    run = Run([sys.executable, "-c", program], tmp_path / "logs", env=dict(os.environ))
-    run.wait_until(lambda: run.running("-c import time; time.sleep(310)"), "the part ran")
+    command = [sys.executable, "-m", "benchmarks.gpu_run", "--smoke", "--parts", "study", "--seconds", "600"]
+    command += ["--out-dir", str(tmp_path / "gpu-run"), "--data-bin", str(data_bin), "--lm-data-bin", str(data_bin)]
+    env = {k: v for k, v in pipeline_env().items() if k != "OUT"}
+    run = Run(command, tmp_path / "logs", env=env)
+    run.wait_until(lambda: run.running("benchmarks.gpu_study"), "the study started")
     run.process.kill()
     run.process.wait()
     deadline = time.monotonic() + 10

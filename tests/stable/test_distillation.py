@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from ode_seq.models.by_name import model_and_options
 from ode_seq.models.criteria.trajectory_distillation import TrajectoryDistillationCriterion
 from ode_seq.models.teacher import interface_parameters, load_teacher
+from testkit.by_name import model_and_options
 from tests.conftest import TINY, TinyTask, build_model, random_batch
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, assert_same_tensors
 

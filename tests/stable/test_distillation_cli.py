@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from ode_seq.checkpoint_files import load_checkpoint
-from tests.e2e.cli import ROOT, TINY_MODEL, run
-from tests.e2e.corpus import preprocess, write_reversal_corpus
-from tests.e2e.test_fairseq_cli import CLI_SIZES, TRAIN
+from testkit.in_process import run_in_process
+from tests.e2e.cli import PRE_NORM_TRANSFORMER, ROOT, TINY_MODEL, TRAIN, logged_updates, subset_args
+from tests.e2e.corpus import CLI_SIZES, reversal_data_bin
 
 UPDATES = 12
 
@@ -20,19 +20,13 @@ UPDATES = 12
 def distilled(tmp_path_factory):
     """(data-bin, teacher checkpoint, student save dir, distillation log, teacher digest before)."""
     root = tmp_path_factory.mktemp("distil")
-    write_reversal_corpus(root, CLI_SIZES)
-    data_bin = root / "bin"
-    preprocess(root, data_bin, splits=("train", "valid"))
+    data_bin = reversal_data_bin(root, CLI_SIZES)
     teacher_dir = root / "teacher"
-    run(
+    run_in_process(
         "fairseq-train",
         [
             str(data_bin),
-            "--arch",
-            "transformer",
-            *TINY_MODEL,
-            "--encoder-normalize-before",
-            "--decoder-normalize-before",
+            *PRE_NORM_TRANSFORMER,
             *TRAIN,
             "--max-update",
             "10",
@@ -41,11 +35,12 @@ def distilled(tmp_path_factory):
             "--save-dir",
             str(teacher_dir),
         ],
+        check=True,
     )
     teacher = teacher_dir / "checkpoint_last.pt"
     digest = hashlib.sha256(teacher.read_bytes()).hexdigest()
     student_dir = root / "student"
-    out = run(
+    out = run_in_process(
         "fairseq-train",
         [
             str(data_bin),
@@ -65,15 +60,9 @@ def distilled(tmp_path_factory):
             str(teacher),
             "--ce-start-update",
             "100",
-            "--max-update",
-            str(UPDATES),
-            "--log-interval",
-            "1",
-            "--no-epoch-checkpoints",
-            "--disable-validation",
-            "--save-dir",
-            str(student_dir),
+            *logged_updates(UPDATES, student_dir),
         ],
+        check=True,
     )
     return data_bin, teacher, student_dir, out.stdout + out.stderr, digest
 
@@ -98,22 +87,9 @@ def test_student_decodes_with_fairseq_generate_without_the_teacher(distilled):
     data_bin, teacher, student_dir, _, _ = distilled
     teacher.rename(teacher.with_suffix(".moved"))
     try:
-        out = run(
-            "fairseq-generate",
-            [
-                str(data_bin),
-                "--user-dir",
-                "user_dir",
-                "--path",
-                str(student_dir / "checkpoint_last.pt"),
-                "--beam",
-                "2",
-                "--max-tokens",
-                "1000",
-                "--gen-subset",
-                "valid",
-            ],
-        )
+        student = student_dir / "checkpoint_last.pt"
+        args = subset_args(data_bin, student, "valid", "--beam", "2", "--max-tokens", "1000")
+        out = run_in_process("fairseq-generate", args, check=True)
     finally:
         teacher.with_suffix(".moved").rename(teacher)
     assert len(re.findall(r"^H-\d+\t", out.stdout, re.M)) == 30
@@ -121,7 +97,7 @@ def test_student_decodes_with_fairseq_generate_without_the_teacher(distilled):
 
 def test_analysis_reports_the_students_error_per_teacher_layer_and_euler_bounds(distilled, tmp_path):
     data_bin, teacher, student_dir, _, _ = distilled
-    run(
+    run_in_process(
         "python",
         [
             "-m",
@@ -141,6 +117,7 @@ def test_analysis_reports_the_students_error_per_teacher_layer_and_euler_bounds(
             "--model-overrides",
             "{'encoder_ode_steps': 8, 'decoder_ode_steps': 8}",
         ],
+        check=True,
     )
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["model_overrides"] == {"encoder_ode_steps": 8, "decoder_ode_steps": 8}

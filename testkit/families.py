@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from . import architectures  # noqa: F401  (registers ode-seq's architectures)
+from ode_seq.models import architectures  # noqa: F401  (registers ode-seq's architectures)
 
 # One architecture per model family and per ODE feature, with the options that select it.
 # The adaptive solver runs without dropout: masks redrawn at every evaluation make the field
