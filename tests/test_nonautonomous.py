@@ -243,3 +243,15 @@ def test_validation_after_an_optimiser_step_sees_the_updated_weights():
         after, expected = _log_probs(model, batch), _log_probs(fresh, batch)
     assert (after - before).abs().max() > 1e-3
     assert torch.equal(after, expected)  # the same weights through the same code
+
+
+def test_a_time_dependent_model_prints_its_layers_and_keeps_no_placeholder_in_its_state():
+    """fairseq-train logs the model's printout: the layers whose weights are θ(τ) must print (they
+    raised AttributeError: 'Linear' object has no attribute 'bias'), and their placeholders stay out
+    of the state dict and the parameters."""
+    model = build_model("ode_transformer_nonauto_small", TinyTask(), **_tiny())
+    printout = str(model)
+    assert "fc1): Linear(" in printout and "bias=True" in printout
+    state = model.state_dict()
+    assert not any(name.endswith("fc1.bias") or name.endswith("fc1.weight") for name in state)
+    assert all(p.numel() > 0 for p in model.parameters())

@@ -105,9 +105,12 @@ class TimeDependentLayer(LayerKind):
             time.rank,
             networks=network if time.network == "per-weight" else None,
         )
-        for name, _ in own:
+        for name, p in own:
             module, leaf = _owner(self, name)
             del module._parameters[leaf]
+            # An empty placeholder, outside the state dict, that θ(t) replaces at every evaluation:
+            # the module still has the attribute its code and its printout read (Linear's bias).
+            module.register_buffer(leaf, p.new_empty(0), persistent=False)
 
     @property
     def stream_scale(self) -> float:
