@@ -13,21 +13,11 @@ from fairseq import options
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 from ode_seq.studies import LANGUAGE_MODEL, STUDIES, Configuration, Study, option_arguments
+from tests.conftest import TINY
 from tests.e2e.cli import ROOT
 
-TINY_TRANSLATION = ["--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32"]
-TINY_TRANSLATION += [
-    "--decoder-ffn-embed-dim",
-    "32",
-    "--encoder-attention-heads",
-    "2",
-    "--decoder-attention-heads",
-    "2",
-]
-TINY_TRANSLATION += ["--decoder-layers", "2"]
-TINY_LM = ["--decoder-embed-dim", "16", "--decoder-ffn-embed-dim", "32", "--decoder-attention-heads", "2"]
-TINY_LM += ["--decoder-input-dim", "16", "--decoder-output-dim", "16"]
-TINY = {"translation": (TINY_TRANSLATION, 2), "lm": (TINY_LM, 1)}  # sizes; the layers that depth multiplies
+DECODER = {dest: value for dest, value in TINY.items() if dest.startswith("decoder_")}
+TINY_SIZES = {"translation": TINY, "lm": dict(DECODER, decoder_input_dim=32, decoder_output_dim=32)}
 TASK = {"translation": "translation", "lm": "language_modeling"}
 EVERY_CONFIGURATION = [(study, config) for study in STUDIES.values() for config in study.configurations]
 
@@ -36,17 +26,17 @@ EVERY_CONFIGURATION = [(study, config) for study in STUDIES.values() for config 
     "study, config", EVERY_CONFIGURATION, ids=[f"{s.name}-{c.name}" for s, c in EVERY_CONFIGURATION]
 )
 def test_every_configuration_is_an_architecture_and_options_that_fairseq_train_parses_and_builds(study, config, task):
-    sizes, layers = TINY[study.name]
-    layers_option = ["--" + study.layers_option.replace("_", "-"), str(config.depth * layers)]
+    sizes = TINY_SIZES[study.name]
+    layers = config.depth * sizes[study.layers_option]
     args = options.parse_args_and_arch(
         options.get_training_parser(),
         ["data", "--task", TASK[study.name], "--user-dir", os.path.join(ROOT, "user_dir"), "--arch", config.arch]
-        + [*sizes, *layers_option, *option_arguments(config.options)],
+        + option_arguments({**sizes, study.layers_option: layers, **config.options}),
     )
-    assert args.arch == config.arch
+    assert args.arch == config.arch and getattr(args, study.layers_option) == layers
     assert {dest: getattr(args, dest) for dest in config.options} == config.options
     model = ARCH_MODEL_REGISTRY[args.arch].build_model(args, task)
-    assert getattr(args, study.layers_option) == config.depth * layers and sum(p.numel() for p in model.parameters())
+    assert sum(p.numel() for p in model.parameters()) > 0
 
 
 # What each configuration trained when its records were made (the scripts' tables before ode_seq/studies.py):
