@@ -1,9 +1,11 @@
 """A short language-model study on one device: ``python -m benchmarks.gpu_lm_study``.
 
-The configurations of examples/language_modeling/study.sh in its priority order — residual
-(Euler), RK2 with learned coefficients, RK4, PCformer, residual with twice the layers (the compute
-of RK2-learned; the one with more parameters), IIET (3 iterations) and, when asked for, the
-non-autonomous model — on the same corpus (the English column of the bundled Bible, prepared by
+The configurations of the language-model study (ode_seq/studies.py, which
+examples/language_modeling/study.sh reads) in its priority order: by default residual (Euler),
+RK2 with learned coefficients, residual with twice the layers (the compute of RK2-learned; the one
+with more parameters), RK4, PCformer and IIET (3 iterations); on request the others it can train
+from scratch (PCformer with a Heun predictor, residual with DLCL, the non-autonomous model); on
+the same corpus (the English column of the bundled Bible, prepared by
 examples/language_modeling/prepare.sh), at a larger size than the CPU study's 2 layers, d = 128:
 6 layers, d = 512, FFN 2048, 8 heads, tied input and output embeddings, pre-norm, 256-token
 blocks, dropout 0.3 (the CPU study's 0.1 is for a model 20 times smaller on the same 863k tokens).
@@ -25,21 +27,9 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from benchmarks.gpu_study import parse_study_args, round_robin, study_parser
+from ode_seq.studies import LANGUAGE_MODEL, option_arguments
 from testkit.device_checks import trainer_arguments
-from testkit.families import command_line
 from testkit.in_process import PLUGIN_DIR
-
-# configuration → (architecture, multiple of the recipe's layers, further model options)
-CONFIGS = {
-    "residual": ("ode_transformer_lm_euler", 1, {}),
-    "rk2_learned": ("ode_transformer_lm_rk2_learned", 1, {}),
-    "rk4": ("ode_transformer_lm_rk4", 1, {}),
-    "pcformer": ("ode_transformer_lm_pcformer", 1, {}),
-    "residual_2x": ("ode_transformer_lm_euler", 2, {}),
-    "iiet": ("ode_transformer_lm_rk4", 1, {"decoder_ode_method": "iie3"}),
-    "nonauto": ("ode_transformer_lm_nonauto", 1, {}),
-}
-DEFAULT_CONFIGS = ("residual", "rk2_learned", "rk4", "pcformer", "residual_2x", "iiet")
 
 
 @dataclass(frozen=True)
@@ -56,15 +46,15 @@ class LMRecipe:
 
     def arguments(self, data_bin: str, config: str, precision: str, device: str) -> List[str]:
         """fairseq-train's command line of ``config`` at this recipe."""
-        arch, layer_multiple, options = CONFIGS[config]
+        configuration = LANGUAGE_MODEL[config]
         sizes = dict(
-            decoder_layers=layer_multiple * self.layers,
+            decoder_layers=configuration.depth * self.layers,
             decoder_embed_dim=self.embed_dim,
             decoder_input_dim=self.embed_dim,
             decoder_output_dim=self.embed_dim,
             decoder_ffn_embed_dim=4 * self.embed_dim,
             decoder_attention_heads=self.heads,
-            **options,
+            **configuration.options,
         )
         extra = [
             "--adam-betas",
@@ -85,8 +75,8 @@ class LMRecipe:
             "--user-dir",
             PLUGIN_DIR,
             "--arch",
-            arch,
-            *command_line(sizes),
+            configuration.arch,
+            *option_arguments(sizes),
             "--decoder-normalize-before",
             "--share-decoder-input-output-embed",
             "--tokens-per-sample",
@@ -103,7 +93,7 @@ SMOKE_RECIPE = LMRecipe(embed_dim=32, heads=2, layers=2, tokens_per_sample=32, m
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_study_args(study_parser("python -m benchmarks.gpu_lm_study", __doc__, CONFIGS, DEFAULT_CONFIGS), argv)
+    args = parse_study_args(study_parser("python -m benchmarks.gpu_lm_study", __doc__, LANGUAGE_MODEL), argv)
     recipe = SMOKE_RECIPE if args.smoke else LMRecipe()
     with open(args.out, "a", encoding="utf-8") as out:
         round_robin(recipe, args, out, lambda run: dict(test_nll=run.nll("test", recipe.max_tokens)))

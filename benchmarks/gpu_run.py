@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from benchmarks.table import Row, markdown
+from ode_seq.studies import LANGUAGE_MODEL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXTENSIONS = (
@@ -411,7 +412,7 @@ def lm_report(records: List[Dict[str, Any]]) -> List[str]:
     )
     tests = [r for r in records if r["event"] == "test"]
     if tests:
-        residual = next((r["test_nll"] for r in tests if r["config"] == "residual"), None)
+        residual = next((r["test_nll"] for r in tests if r["config"] == LANGUAGE_MODEL.baseline), None)
         lines += [
             "",
             "Test set, the same blocks (no context window); Δ against the residual model:",

@@ -1,9 +1,11 @@
 """A short quality study on one device: ``python -m benchmarks.gpu_study``.
 
-The four configurations of examples/translation/quality_study.sh — residual 6-6, RK2 with learned
-coefficients 6-6, RK4 6-6 and residual 24-6 — at transformer-base size (d=512, FFN 2048, 8 heads),
-trained in ONE process, round-robin: one update of each configuration in turn, until the time
-budget's training share is spent. So every configuration gets the same number of updates (the
+The configurations of the translation study (ode_seq/studies.py, which examples/translation/
+quality_study.sh reads): by default residual 6-6, RK2 with learned coefficients 6-6, RK4 6-6 and
+residual 24-6, on request PCformer 6-6 and IIET 6-6; each its architecture and options with every
+size given here: transformer-base (d=512, FFN 2048, 8 heads). They are trained in ONE process,
+round-robin: one update of each configuration in turn, until the time budget's training share is
+spent. So every configuration gets the same number of updates (the
 same batches, in the same order), as many as the time allows. Each is fairseq-train's own Trainer
 (Adam, inverse square root schedule, label smoothing 0.1, --bf16 or --fp16 as given).
 
@@ -30,17 +32,11 @@ from fairseq import utils
 from fairseq.sequence_generator import SequenceGenerator
 
 import user_dir  # noqa: F401  (registers the models, applies the fairseq fixes)
+from ode_seq.studies import TRANSLATION, Study
 from testkit.by_name import transformer_sizes
 from testkit.device_checks import training_arguments
 from testkit.in_process import fairseq_trainer
 
-# configuration → (architecture, encoder layers); decoders have as many layers as a 6-6 model's.
-CONFIGS = {
-    "residual_6_6": ("ode_transformer_euler", 6),
-    "rk2_learned_6_6": ("ode_transformer_rk2_learned", 6),
-    "rk4_6_6": ("ode_transformer_rk4", 6),
-    "residual_24_6": ("ode_transformer_euler", 24),
-}
 BEAM, LENPEN = 4, 0.6
 
 
@@ -48,7 +44,7 @@ BEAM, LENPEN = 4, 0.6
 class Recipe:
     embed_dim: int = 512
     heads: int = 8
-    layers: int = 6  # a 6-6 model's; residual 24-6 has 4x as many encoder layers
+    layers: int = 6  # a 6-6 model's; a configuration's depth multiplies the encoder's (residual 24-6: 4)
     max_tokens: int = 8192
     lr: float = 1e-3
     warmup: int = 200
@@ -57,15 +53,16 @@ class Recipe:
     max_len_b: int = 10
 
     def arguments(self, data_bin: str, config: str, precision: str, device: str) -> List[str]:
-        arch, encoder_layers = CONFIGS[config]
+        configuration = TRANSLATION[config]
         sizes = dict(
             transformer_sizes(self.embed_dim, self.heads),
             decoder_layers=self.layers,
-            encoder_layers=encoder_layers * self.layers // 6,
+            encoder_layers=configuration.depth * self.layers,
+            **configuration.options,
         )
         extra = ["--dropout", "0.1", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0", "--warmup-init-lr", "1e-07"]
         return training_arguments(
-            data_bin, arch, sizes, precision, device, self.lr, self.warmup, self.max_tokens, extra
+            data_bin, configuration.arch, sizes, precision, device, self.lr, self.warmup, self.max_tokens, extra
         )
 
 
@@ -201,8 +198,9 @@ def validate(runs: Dict[str, Run], updates: int, max_tokens: int, started: float
         write_result(out, "valid", config, updates, started, valid_nll=run.nll("valid", max_tokens))
 
 
-def study_parser(prog: str, description: str, configs: Sequence[str], default_configs: Sequence[str]):
-    """The command line of a round-robin study (this one's and :mod:`benchmarks.gpu_lm_study`'s)."""
+def study_parser(prog: str, description: str, study: Study):
+    """The command line of a round-robin study of ``study``'s configurations (this one's and
+    :mod:`benchmarks.gpu_lm_study`'s): those it can train, by default those marked for the GPU run."""
     parser = argparse.ArgumentParser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -222,7 +220,9 @@ def study_parser(prog: str, description: str, configs: Sequence[str], default_co
         help="part of the time to --deadline kept for the final validation and test (default 0.25)",
     )
     parser.add_argument("--max-updates", type=int, help="stop training after this many updates, if earlier")
-    parser.add_argument("--configs", nargs="+", choices=list(configs), default=list(default_configs))
+    parser.add_argument(
+        "--configs", nargs="+", choices=study.gpu_choices(), default=[c.name for c in study.configurations if c.gpu]
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny models (for the test suite)")
     parser.add_argument("--out", required=True, help="JSON-lines file of results (appended)")
     return parser
@@ -238,7 +238,7 @@ def parse_study_args(parser: argparse.ArgumentParser, argv: Optional[Sequence[st
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse_study_args(study_parser("python -m benchmarks.gpu_study", __doc__, CONFIGS, CONFIGS), argv)
+    args = parse_study_args(study_parser("python -m benchmarks.gpu_study", __doc__, TRANSLATION), argv)
     recipe = SMOKE_RECIPE if args.smoke else Recipe()
     with open(args.out, "a", encoding="utf-8") as out:
         round_robin(recipe, args, out, lambda run: run.test_bleu(recipe))

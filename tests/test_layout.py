@@ -21,6 +21,7 @@ ALLOWED = {
     "training_data": set(),
     "model_inputs": set(),
     "text_files": set(),
+    "studies": set(),
     "layers": {"solvers", "options"},
     "models": {"solvers", "layers", "options", "checkpoint_files", "training_data", "model_inputs"},
     "analysis": {"solvers", "layers", "checkpoint_files", "model_inputs"},

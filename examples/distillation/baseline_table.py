@@ -14,7 +14,6 @@ over seeds: the mean ± sd of each and of the difference, and the p-value of the
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -22,12 +21,7 @@ from typing import Optional, Sequence
 from ode_seq.metrics.bleu import moses_detokenise, paired_test, read_fairseq_hypotheses, read_text_lines
 from ode_seq.metrics.paired_bootstrap import Comparison
 from ode_seq.metrics.seed_mean import seed_mean_paired_test
-
-
-def mean_sd(values: Sequence[float]) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+from ode_seq.metrics.seeds import mean_sd
 
 
 def row(seed: int, comparison: Comparison) -> str:

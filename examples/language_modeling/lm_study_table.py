@@ -38,22 +38,11 @@ import numpy as np
 
 from ode_seq.analysis.flops import FlopCount, pareto_front, read_flop_counts, training_tokens
 from ode_seq.metrics.paired_bootstrap import DEFAULT_SAMPLES, compare, draw_counts, resample_indices
+from ode_seq.metrics.seeds import mean_or_none, mean_sd, pairs_by_seed
 from ode_seq.solvers import get_tableau
+from ode_seq.studies import LANGUAGE_MODEL
 
-BASELINE = "residual"
-DESCRIPTION = {
-    "residual": "residual (Euler)",
-    "rk2_learned": "RK2, learned coefficients",
-    "rk4": "RK4",
-    "pcformer": "PCformer (RK4 predictor, EMA weights, multistep corrector)",
-    "residual_2x": "residual, 2× layers (the compute of RK2-learned)",
-    "pcformer_rk2": "PCformer (Heun predictor, EMA weights, multistep corrector)",
-    "residual_dlcl": "residual with DLCL (learned dense layer history)",
-    "rk2_learned_as_residual": "RK2-learned's layers as a residual model, fine-tuned (its FLOPs: the fine-tune's)",
-    "iiet": "IIET (3 iterations)",
-    "nonauto": "non-autonomous (weights θ(t))",
-}
-TEACHER = {"rk2_learned_as_residual": "rk2_learned"}  # a residual model made of the teacher's layers (study.sh)
+BASELINE = LANGUAGE_MODEL.baseline
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 VALID = re.compile(r"\| epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \|")
 TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \| .*?\| wps ([\d.]+) \| .*?\| train_wall ([\d.]+) \|")
@@ -188,8 +177,9 @@ def speed_table(args: argparse.Namespace) -> List[str]:
         ]
         totals = [t + h for t, h in zip(totals, hours)]
         lines.append(
-            f"| {DESCRIPTION[config]} | {speed.parameters:,} | {speed.evaluations} | {speed.tokens_per_second:,.0f} "
-            f"| {speed.minutes_per_epoch:.2f} | {runs} | {hours[0]:.2f} | {hours[1]:.2f} |"
+            f"| {LANGUAGE_MODEL.label(config)} | {speed.parameters:,} | {speed.evaluations} "
+            f"| {speed.tokens_per_second:,.0f} | {speed.minutes_per_epoch:.2f} | {runs} "
+            f"| {hours[0]:.2f} | {hours[1]:.2f} |"
         )
     lines.append(f"| all, one after another | | | | | | {totals[0]:.2f} | {totals[1]:.2f} |")
     wall = [total / args.jobs for total in totals]
@@ -231,12 +221,6 @@ def best_lr(losses: Dict[str, float]) -> str:
     return min(losses, key=losses.__getitem__)
 
 
-def mean_sd(values: Sequence[float], digits: int = 2) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.{digits}f} (1 seed)" if values else ""
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
-
-
 def tuning_table(args: argparse.Namespace) -> List[str]:
     lines = [
         f"Tuning (seed {args.tune_seed}): the best validation perplexity of each peak lr in its first "
@@ -251,9 +235,9 @@ def tuning_table(args: argparse.Namespace) -> List[str]:
         chosen = best_lr(losses)
         for lr, bits in losses.items():
             bold = "**" if lr == chosen else ""
-            lines.append(f"| {DESCRIPTION[config]} | {lr} | {bold}{2**bits:.2f}{bold} |")
+            lines.append(f"| {LANGUAGE_MODEL.label(config)} | {lr} | {bold}{2**bits:.2f}{bold} |")
         if chosen in (args.tune_lrs[0], args.tune_lrs[-1]) and len(args.tune_lrs) > 1:
-            lines.append(f"| {DESCRIPTION[config]}: the choice {chosen} is at the edge of the grid | | |")
+            lines.append(f"| {LANGUAGE_MODEL.label(config)}: the choice {chosen} is at the edge of the grid | | |")
     return lines
 
 
@@ -267,8 +251,12 @@ def scored_flops(run: Run, count: FlopCount) -> float:
     return training_flops(run, count)[run.best_epoch - 1]
 
 
+def scored(runs: List[Run]) -> List[Run]:
+    """The runs with a test perplexity."""
+    return [run for run in runs if run.test_perplexity is not None]
+
+
 def study_table(args: argparse.Namespace, by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount]) -> List[str]:
-    base = {run.seed: run for run in by_config.get(BASELINE, [])}
     lines = [
         "| configuration | parameters | layer evaluations per token | training FLOPs per token "
         "| inference FLOPs per token | seeds | test perplexity, mean ± sd | per seed "
@@ -278,27 +266,29 @@ def study_table(args: argparse.Namespace, by_config: Dict[str, List[Run]], flops
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for config, runs in by_config.items():
-        scored = [run for run in runs if run.test_perplexity is not None]
-        if not scored:
+        done = scored(runs)
+        if not done:
             continue
-        differences = []
-        for run in scored:
-            baseline = base.get(run.seed)
-            if config != BASELINE and baseline is not None and baseline.test_perplexity is not None:
-                p = paired_p_value(run.verses, baseline.verses)
-                differences.append(f"{run.test_perplexity - baseline.test_perplexity:+.2f} (p = {p:.3f})")
+        differences = (
+            "(baseline)"
+            if config == BASELINE
+            else ", ".join(
+                f"{run.test_perplexity - base.test_perplexity:+.2f} (p = {paired_p_value(run.verses, base.verses):.3f})"
+                for run, base in pairs_by_seed(done, scored(by_config.get(BASELINE, [])))
+            )
+        )
         count = flops[config]
         lines.append(
-            f"| {DESCRIPTION[config]} | {scored[0].parameters:,} | {scored[0].evaluations} "
-            f"| {count.training_per_token / 1e6:.2f} M | {count.inference_per_token / 1e6:.2f} M | {len(scored)} "
-            f"| {mean_sd([r.test_perplexity for r in scored])} "
-            f"| {', '.join(f'{r.test_perplexity:.2f}' for r in scored)} "
-            f"| {'(baseline)' if config == BASELINE else ', '.join(differences)} "
-            f"| {mean_sd([r.best_valid_perplexity for r in scored])} "
-            f"| {', '.join(f'{len(r.valid_bits)} ({r.stopped_by})' for r in scored)} "
-            f"| {statistics.mean(scored_flops(r, count) for r in scored):.2e} "
-            f"| {statistics.mean(r.tokens_per_second for r in scored):,.0f} "
-            f"| {statistics.mean(r.minutes for r in scored):.1f} |"
+            f"| {LANGUAGE_MODEL.label(config)} | {done[0].parameters:,} | {done[0].evaluations} "
+            f"| {count.training_per_token / 1e6:.2f} M | {count.inference_per_token / 1e6:.2f} M | {len(done)} "
+            f"| {mean_sd([r.test_perplexity for r in done])} "
+            f"| {', '.join(f'{r.test_perplexity:.2f}' for r in done)} "
+            f"| {differences} "
+            f"| {mean_sd([r.best_valid_perplexity for r in done])} "
+            f"| {', '.join(f'{len(r.valid_bits)} ({r.stopped_by})' for r in done)} "
+            f"| {statistics.mean(scored_flops(r, count) for r in done):.2e} "
+            f"| {statistics.mean(r.tokens_per_second for r in done):,.0f} "
+            f"| {statistics.mean(r.minutes for r in done):.1f} |"
         )
     return lines
 
@@ -312,11 +302,11 @@ def curves(by_config: Dict[str, List[Run]]) -> List[str]:
         "|---|" + "---|" * len(epochs),
     ]
     for config, runs in by_config.items():
-        cells = []
-        for epoch in epochs:
-            values = [2 ** r.valid_bits[epoch - 1] for r in runs if len(r.valid_bits) >= epoch]
-            cells.append(f"{statistics.mean(values):.2f}" if values else "")
-        lines.append(f"| {DESCRIPTION[config]} | " + " | ".join(cells) + " |")
+        means = [
+            mean_or_none(2 ** r.valid_bits[epoch - 1] for r in runs if len(r.valid_bits) >= epoch) for epoch in epochs
+        ]
+        cells = ["" if mean is None else f"{mean:.2f}" for mean in means]
+        lines.append(f"| {LANGUAGE_MODEL.label(config)} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -335,7 +325,7 @@ def draw(by_config: Dict[str, List[Run]], path: Path) -> None:
     for index, (config, runs) in enumerate(by_config.items()):
         for i, run in enumerate(runs):
             epochs, perplexity = range(1, len(run.valid_bits) + 1), [2**b for b in run.valid_bits]
-            label = DESCRIPTION[config] if i == 0 else None
+            label = LANGUAGE_MODEL.label(config) if i == 0 else None
             whole.plot(epochs, perplexity, color=f"C{index}", label=label)
             late.plot(epochs[zoom_from - 1 :], perplexity[zoom_from - 1 :], color=f"C{index}")
             best = min(epochs, key=lambda epoch: perplexity[epoch - 1])
@@ -354,16 +344,12 @@ def draw(by_config: Dict[str, List[Run]], path: Path) -> None:
 def against_teachers(by_config: Dict[str, List[Run]]) -> List[str]:
     """Each residual model made of a teacher's layers against the teacher of its seed."""
     lines = []
-    for config, teacher in TEACHER.items():
-        teachers = {run.seed: run for run in by_config.get(teacher, []) if run.test_perplexity is not None}
-        pairs = [
-            (run, teachers[run.seed])
-            for run in by_config.get(config, [])
-            if run.test_perplexity is not None and run.seed in teachers
-        ]
+    for config, teacher in LANGUAGE_MODEL.pairs("teacher").items():
+        pairs = pairs_by_seed(scored(by_config.get(config, [])), scored(by_config.get(teacher, [])))
         if pairs:
             lines.append(
-                f"{DESCRIPTION[config]} against {DESCRIPTION[teacher]} of its seed (paired bootstrap p over verses): "
+                f"{LANGUAGE_MODEL.label(config)} against {LANGUAGE_MODEL.label(teacher)} of its seed "
+                "(paired bootstrap p over verses): "
                 + ", ".join(
                     f"seed {run.seed} {run.test_perplexity - t.test_perplexity:+.2f} "
                     f"(p = {paired_p_value(run.verses, t.verses):.3f})"
@@ -379,8 +365,7 @@ def scored_points(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount]) 
     return [
         (scored_flops(run, flops[config]), run.test_perplexity, config, run.seed)
         for config, runs in by_config.items()
-        for run in runs
-        if run.test_perplexity is not None
+        for run in scored(runs)
     ]
 
 
@@ -391,7 +376,8 @@ def front_lines(points: List[tuple]) -> List[str]:
         "The Pareto front of test perplexity against training FLOPs to the scored checkpoint (no other run "
         "is both cheaper and better), cheapest first: "
         + "; ".join(
-            f"{DESCRIPTION[points[i][2]]} seed {points[i][3]} ({points[i][0]:.2e}, {points[i][1]:.2f})" for i in front
+            f"{LANGUAGE_MODEL.label(points[i][2])} seed {points[i][3]} ({points[i][0]:.2e}, {points[i][1]:.2f})"
+            for i in front
         )
         + "."
     ]
@@ -429,7 +415,7 @@ def equal_compute_table(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCo
             cells.append(f"{min(within):.2f}" if within else "—")
             values += [min(within)] if within else []
         mean = f"{statistics.mean(values):.2f}" if len(values) == len(seeds) else ""
-        lines.append(f"| {DESCRIPTION[config]} | " + " | ".join(cells) + f" | {mean} |")
+        lines.append(f"| {LANGUAGE_MODEL.label(config)} | " + " | ".join(cells) + f" | {mean} |")
     return lines
 
 
@@ -442,13 +428,13 @@ def draw_compute(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount], p
     front = pareto_front([(f, ppl) for f, ppl, _, _ in points])
     plot_score_against_compute(
         curves={
-            DESCRIPTION[config]: [
+            LANGUAGE_MODEL.label(config): [
                 list(zip(training_flops(run, flops[config]), (2**b for b in run.valid_bits))) for run in runs
             ]
             for config, runs in by_config.items()
         },
         points={
-            DESCRIPTION[config]: [(f, ppl) for f, ppl, c, _ in points if c == config]
+            LANGUAGE_MODEL.label(config): [(f, ppl) for f, ppl, c, _ in points if c == config]
             for config in by_config
             if any(c == config for _, _, c, _ in points)
         },

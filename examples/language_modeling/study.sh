@@ -32,36 +32,21 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/language_modeling"
 
-declare -A CONFIG_ARCH=(
-  [residual]=ode_transformer_lm_euler
-  [rk2_learned]=ode_transformer_lm_rk2_learned
-  [rk4]=ode_transformer_lm_rk4
-  [pcformer]=ode_transformer_lm_pcformer
-  [residual_2x]=ode_transformer_lm_euler
-  [iiet]=ode_transformer_lm_rk4
-  [nonauto]=ode_transformer_lm_nonauto
-  [pcformer_rk2]=ode_transformer_lm_pcformer
-  [residual_dlcl]=ode_transformer_lm_euler
-  [rk2_learned_as_residual]=ode_transformer_lm_euler
-)
-# PCformer as its paper runs language models: a second-order predictor (Heun, EMA weights) and the
-# multistep corrector; residual with DLCL: a learned weighted mix of the embedding and every earlier
-# layer's output as each layer's input (DenseFormer's depth-weighted average), about 1x compute.
-declare -A CONFIG_MODEL_ARGS=([residual_2x]="--decoder-layers 4" [iiet]="--decoder-ode-method iie3"
-  [pcformer_rk2]="--decoder-ode-method heun" [residual_dlcl]="--decoder-layer-history learnable_dense")
-# Train with an ODE block, serve at residual cost: the teacher's best checkpoint (same seed, the lr the
-# run names) as the residual model of its layers (ode-seq as-residual), fine-tuned at --residual-lr for
-# --residual-share of the teacher's training FLOPs.
-declare -A CONFIG_TEACHER=([rk2_learned_as_residual]=rk2_learned)
-ALL_CONFIGS="residual rk2_learned residual_2x pcformer_rk2 residual_dlcl rk4 pcformer iiet nonauto rk2_learned_as_residual"
+use_project_python
+# The configurations, their models and pairings, in the study's priority order: ode_seq/studies.py
+# (CONFIG_ARCH, CONFIG_LAYERS: the decoder's layers, CONFIG_OPTIONS; CONFIG_TEACHER: train with an ODE
+# block, serve at residual cost: the teacher's best checkpoint (same seed, the lr the run names) as the
+# residual model of its layers (ode-seq as-residual), fine-tuned at --residual-lr for --residual-share of
+# the teacher's training FLOPs; -P: this checkout's table, whatever the working directory).
+STUDY="$(python -P -m ode_seq.studies shell lm)" || die "could not read the table of studies (message above)"
+eval "$STUDY"
 
 parse_options "$@" <<'EOF'
 --work-dir=DIR        WORK_DIR       -          $REPO_ROOT/work-dirs/lm-study
---configs=LIST        CONFIGS        -          $ALL_CONFIGS  # in quotes, of residual rk2_learned residual_2x pcformer_rk2
-                                                # residual_dlcl rk4 pcformer iiet nonauto rk2_learned_as_residual
-                                                # (the study's priority order)
---tuned=LIST          TUNED          -          residual rk2_learned  # configurations whose lr is tuned on seed 1
---tune-lrs=LIST       TUNE_LRS       numbers    4e-3 8e-3 1.6e-2  # peak learning rates tried (the bible recipe's bracket: docs/results.md)
+--configs=LIST        CONFIGS        -          $STUDY_DEFAULT_CONFIGS  # in quotes, of the study's configurations (ode_seq/studies.py;
+                                                # python -m ode_seq.studies list lm), in its priority order
+--tuned=LIST          TUNED          -          $STUDY_DEFAULT_TUNED  # configurations whose lr is tuned on seed 1
+--tune-lrs=LIST       TUNE_LRS       numbers    $STUDY_TUNE_LRS  # peak learning rates tried (the bible recipe's bracket: docs/results.md)
 --tune-epochs=N       TUNE_EPOCHS    positive   10        # epochs each tried lr trains before the choice (at least
                                                           # --max-epoch: every tuning run trains to convergence)
 --seeds=LIST          SEEDS          positives  1 2 3     # in quotes: "1 2 3"
@@ -88,7 +73,7 @@ parse_options "$@" <<'EOF'
                                                           # run-hours of the study (WORK_DIR/speed.md)
 EOF
 for config in $CONFIGS $TUNED; do
-  [[ -n "${CONFIG_ARCH[$config]:-}" ]] || usage_error "unknown configuration '$config'; choose from: $ALL_CONFIGS"
+  [[ -n "${CONFIG_ARCH[$config]:-}" ]] || usage_error "unknown configuration '$config'; choose from: $STUDY_CONFIGS"
 done
 [[ "$ADAPTIVE" =~ ^(none|[1-9][0-9]*(,[1-9][0-9]*)*)$ ]] \
   || usage_error "--adaptive takes word counts separated by commas, such as 2000,5000, or none, got '$ADAPTIVE'"
@@ -107,7 +92,6 @@ checkpoints are never kept with the records (which are committed); name a direct
   esac
 fi
 [[ -z "$RECORD_DIR" ]] || check_record_dir "$RECORD_DIR"
-use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 DATA_BIN="$WORK_DIR/data-bin"
 TUNE_EPOCHS=$(( TUNE_EPOCHS < MAX_EPOCH ? TUNE_EPOCHS : MAX_EPOCH ))
@@ -131,13 +115,14 @@ run_recipe() {  # run_recipe CONFIG LR SEED — recipe, with the fine-tune's set
 
 FINETUNE=()  # fairseq-train options of a fine-tune (run_one sets them for a teacher's residual model)
 train_config() {  # train_config CONFIG SAVE_DIR [train.sh options] — train.sh with the configuration's model
-  local config="$1" save_dir="$2" output_layer=()
+  local config="$1" save_dir="$2" output_layer=() layers=()
   shift 2
   [[ "$ADAPTIVE" == none ]] || output_layer=(--adaptive "$ADAPTIVE")
+  [[ "${CONFIG_LAYERS[$config]}" == "$STUDY_LAYERS" ]] || layers=(--decoder-layers "${CONFIG_LAYERS[$config]}")
   # shellcheck disable=SC2086  # the configuration's model options are words
   "$HERE/train.sh" --work-dir "$WORK_DIR" --arch "${CONFIG_ARCH[$config]}" --save-dir "$save_dir" --gpus "$GPUS" \
     "${output_layer[@]}" "$@" \
-    -- ${CONFIG_MODEL_ARGS[$config]:-} "${TRAIN_EXTRA[@]}" "${FINETUNE[@]}"
+    -- "${layers[@]}" ${CONFIG_OPTIONS[$config]:-} "${TRAIN_EXTRA[@]}" "${FINETUNE[@]}"
 }
 
 flops_file() {  # flops_file CONFIG — its counted FLOPs per token

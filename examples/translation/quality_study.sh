@@ -27,37 +27,26 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 HERE="$REPO_ROOT/examples/translation"
 
-declare -A CONFIG_ARCH=(
-  [residual_6_6]=ode_transformer_euler_small
-  [rk2_learned_6_6]=ode_transformer_rk2_learned_small
-  [rk4_6_6]=ode_transformer_rk4_small
-  [residual_24_6]=ode_transformer_euler_small
-  [pcformer_6_6]=pcformer_small
-  [iiet_6_6]=ode_transformer_rk4_small
-  [residual_6_6_pcformer_compute]=ode_transformer_euler_small
-)
-declare -A CONFIG_ENCODER_LAYERS=([residual_6_6]=6 [rk2_learned_6_6]=6 [rk4_6_6]=6 [residual_24_6]=24
-  [pcformer_6_6]=6 [iiet_6_6]=6 [residual_6_6_pcformer_compute]=6)
-declare -A CONFIG_MODEL_ARGS=([iiet_6_6]="--encoder-ode-method iie3")  # beyond the architecture's own
-# Trained longer, to the training FLOPs of another configuration's --max-update updates (the ratio of
-# their counted FLOPs per token, `ode-seq flops`, rounded to whole --save-interval-updates).
-declare -A CONFIG_COMPUTE_OF=([residual_6_6_pcformer_compute]=pcformer_6_6)
-# Most expensive configuration first: the short runs fill the gaps at the end of each phase.
-CONFIG_ORDER="residual_6_6_pcformer_compute pcformer_6_6 residual_24_6 rk4_6_6 iiet_6_6 rk2_learned_6_6 residual_6_6"
+use_project_python
+# The configurations, their models and pairings: ode_seq/studies.py (CONFIG_ARCH, CONFIG_LAYERS: the encoder's
+# layers, CONFIG_OPTIONS, CONFIG_COMPUTE_OF: trained to the training FLOPs of that configuration's --max-update
+# updates, the ratio of their counted FLOPs per token rounded to whole --save-interval-updates; STUDY_SCHEDULE:
+# the order runs start in, most expensive first; -P: this checkout's table, whatever the working directory).
+STUDY="$(python -P -m ode_seq.studies shell translation)" || die "could not read the table of studies (message above)"
+eval "$STUDY"
 
 parse_options "$@" <<'EOF'
 --work-dir=DIR        WORK_DIR       -          $REPO_ROOT/work-dirs/quality-study
---configs=LIST        CONFIGS        -          residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6  # in quotes, of
-                                                # residual_6_6 rk2_learned_6_6 rk4_6_6 residual_24_6 pcformer_6_6
-                                                # iiet_6_6 residual_6_6_pcformer_compute (default: the first four)
+--configs=LIST        CONFIGS        -          $STUDY_DEFAULT_CONFIGS  # in quotes, of the study's configurations
+                                                # (ode_seq/studies.py; python -m ode_seq.studies list translation)
 --seeds=LIST          SEEDS          positives  1 2 3     # in quotes: "1 2 3"
 --max-update=N        MAX_UPDATE     positive   800       # updates per run
 --max-tokens=N        MAX_TOKENS     positive   2048      # tokens per batch
 --lr=LR               LR             number     2e-3      # inverse_sqrt peak
 --warmup=N            WARMUP         positive   300       # its warmup
 --tune                TUNE                                # tune lr and warmup per configuration first (see above)
---tune-lrs=LIST       TUNE_LRS       numbers    1e-3 2e-3 4e-3 8e-3  # peak learning rates tried at --warmup
---tune-warmups=LIST   TUNE_WARMUPS   positives  150 600   # warmups tried at the best of them
+--tune-lrs=LIST       TUNE_LRS       numbers    $STUDY_TUNE_LRS  # peak learning rates tried at --warmup
+--tune-warmups=LIST   TUNE_WARMUPS   positives  $STUDY_TUNE_WARMUPS  # warmups tried at the best of them
 --setting=CONFIG=LR/WARMUP  GIVEN_SETTINGS[]  -     # with --tune: CONFIG uses this setting, untuned (repeatable)
 --embed-dim=D         EMBED_DIM      positive   128       # model width; FFN 4·D, D/32 heads
 --save-interval-updates=K  SAVE_INTERVAL  positive  50    # checkpoint spacing; the newest 5 are averaged
@@ -94,7 +83,6 @@ checkpoints that are averaged; give at least 5 × --save-interval-updates ($SAVE
 [[ -z "$RUN" ]] || check_run_option "$RUN" CONFIG=keys:CONFIG_ARCH SEED=positive LR=number WARMUP=positive \
   STAGES='all|train'
 [[ -z "$RECORD_DIR" ]] || check_record_dir "$RECORD_DIR"
-use_project_python
 GPUS="${GPUS:-$(default_gpus)}"
 lock_dir "$WORK_DIR"
 
@@ -103,10 +91,10 @@ recipe() {  # recipe LR WARMUP [UPDATES] — the settings line a run directory r
 }
 
 model_options() {  # model_options CONFIG — train_bible.sh's options of the configuration's model
-  echo "--arch ${CONFIG_ARCH[$1]} -- --encoder-layers ${CONFIG_ENCODER_LAYERS[$1]} --decoder-layers 6 \
+  echo "--arch ${CONFIG_ARCH[$1]} -- --encoder-layers ${CONFIG_LAYERS[$1]} --decoder-layers 6 \
 --encoder-embed-dim $EMBED_DIM --decoder-embed-dim $EMBED_DIM --encoder-ffn-embed-dim $((4 * EMBED_DIM)) \
 --decoder-ffn-embed-dim $((4 * EMBED_DIM)) --encoder-attention-heads $((EMBED_DIM / 32)) \
---decoder-attention-heads $((EMBED_DIM / 32)) ${CONFIG_MODEL_ARGS[$1]:-}"
+--decoder-attention-heads $((EMBED_DIM / 32)) ${CONFIG_OPTIONS[$1]:-}"
 }
 
 flops_file() {  # flops_file CONFIG — its counted FLOPs per token (count_config_flops)
@@ -191,7 +179,7 @@ link_view() {  # link_view VIEW CONFIG LR WARMUP — VIEW/CONFIG points at that 
 
 ordered_configs() {  # ordered_configs [tuned] — the configurations of --configs, most expensive first;
   local config         # with `tuned`, those without a --setting
-  for config in $CONFIG_ORDER; do
+  for config in $STUDY_SCHEDULE; do
     [[ " $CONFIGS " == *" $config "* ]] || continue
     [[ "${1:-}" != tuned || -z "${GIVEN_LR[$config]:-}" ]] || continue
     echo "$config"

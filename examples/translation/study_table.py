@@ -26,7 +26,9 @@ from typing import Dict, List, Optional, Sequence
 
 from ode_seq.analysis.flops import FlopCount, pareto_front, read_flop_counts, training_tokens
 from ode_seq.metrics.bleu import paired_test, read_fairseq_hypotheses, read_text_lines
+from ode_seq.metrics.seeds import mean_or_none, mean_sd, pairs_by_seed
 from ode_seq.solvers.tableaus import get_tableau
+from ode_seq.studies import TRANSLATION
 
 PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")
@@ -39,17 +41,7 @@ VALID_NLL = re.compile(
     r"\| num_updates (\d+)"
 )
 CURVE_SPACING = 200
-BASELINE = "residual_6_6"
-DESCRIPTION = {
-    "residual_6_6": "residual (Euler) 6-6",
-    "rk2_learned_6_6": "RK2, learned coefficients, 6-6",
-    "rk4_6_6": "RK4 6-6",
-    "residual_24_6": "residual 24-6 (same compute as RK4 6-6)",
-    "pcformer_6_6": "PCformer 6-6 (RK4 predictor, EMA weights, multistep corrector)",
-    "iiet_6_6": "IIET 6-6 (3 iterations)",
-    "residual_6_6_pcformer_compute": "residual (Euler) 6-6 trained to PCformer 6-6's training FLOPs",
-}
-PAIRED_WITH = {"residual_6_6_pcformer_compute": "pcformer_6_6"}  # trained to that one's compute
+BASELINE = TRANSLATION.baseline
 
 
 @dataclass
@@ -111,12 +103,6 @@ def evaluations_per_block(method: str, log: str) -> int:
     return get_tableau(method).stages + int(corrector is not None and corrector.group(1) != "none")
 
 
-def mean_sd(values: Sequence[float], digits: int = 2) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.{digits}f} (1 seed)"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
-
-
 def finished_runs(runs_dir: Path, config: str) -> List[Run]:
     runs = (read_run(run_dir) for run_dir in runs_dir.glob(f"{config}/seed*"))
     return sorted((run for run in runs if run), key=lambda run: run.seed)
@@ -131,15 +117,15 @@ def paired_p_values(
     def hypotheses(run: Run) -> List[str]:
         return read_fairseq_hypotheses(run.directory / "eval-test" / "generate-test.txt", len(references))
 
-    base = {run.seed: hypotheses(run) for run in by_config.get(baseline, [])}
     p_values: Dict[str, Dict[int, float]] = {}
     for config, runs in by_config.items():
-        for run in runs:
-            if config != baseline and run.seed in base:
-                report, _ = paired_test(
-                    hypotheses(run), base[run.seed], references, lang, hypotheses_tokenised=True, tokenizers=("13a",)
-                )
-                p_values.setdefault(config, {})[run.seed] = report.comparisons[0].p_value
+        if config == baseline:
+            continue
+        for run, base in pairs_by_seed(runs, by_config.get(baseline, [])):
+            report, _ = paired_test(
+                hypotheses(run), hypotheses(base), references, lang, hypotheses_tokenised=True, tokenizers=("13a",)
+            )
+            p_values.setdefault(config, {})[run.seed] = report.comparisons[0].p_value
     return p_values
 
 
@@ -151,19 +137,18 @@ def p_value_cell(config: str, p_values: Dict[str, Dict[int, float]]) -> str:
 
 def paired_differences(by_config: Dict[str, List[Run]], baseline: str) -> List[str]:
     """Per configuration, BLEU minus the baseline's BLEU of the same seed (same data order)."""
-    base = {run.seed: run.bleu_13a for run in by_config.get(baseline, [])}
     lines = []
     for config, runs in by_config.items():
-        deltas = [run.bleu_13a - base[run.seed] for run in runs if run.seed in base]
+        deltas = [run.bleu_13a - base.bleu_13a for run, base in pairs_by_seed(runs, by_config.get(baseline, []))]
         if config != baseline and deltas:
             lines.append(
-                f"| {DESCRIPTION[config]} | {mean_sd(deltas)} | " + ", ".join(f"{d:+.2f}" for d in deltas) + " |"
+                f"| {TRANSLATION.label(config)} | {mean_sd(deltas)} | " + ", ".join(f"{d:+.2f}" for d in deltas) + " |"
             )
     if not lines:
         return []
     return [
         "",
-        f"sacreBLEU 13a minus {DESCRIPTION[baseline]} of the same seed:",
+        f"sacreBLEU 13a minus {TRANSLATION.label(baseline)} of the same seed:",
         "",
         "| configuration | Δ BLEU, mean ± sd | per seed |",
         "|---|---|---|",
@@ -187,14 +172,9 @@ def learning_curves(by_config: Dict[str, List[Run]]) -> List[str]:
     ]
     for config, runs in by_config.items():
         if runs:
-            cells = [
-                statistics.mean(run.valid_nll[u] for run in runs if u in run.valid_nll)
-                if any(u in run.valid_nll for run in runs)
-                else None
-                for u in updates
-            ]
+            cells = [mean_or_none(run.valid_nll[u] for run in runs if u in run.valid_nll) for u in updates]
             lines.append(
-                f"| {DESCRIPTION[config]} | " + " | ".join("" if c is None else f"{c:.3f}" for c in cells) + " |"
+                f"| {TRANSLATION.label(config)} | " + " | ".join("" if c is None else f"{c:.3f}" for c in cells) + " |"
             )
     return lines
 
@@ -207,14 +187,14 @@ def run_flops(run: Run, count: FlopCount) -> float:
 def compared_with_pairs(by_config: Dict[str, List[Run]], references: List[str], lang: str) -> List[str]:
     """Each configuration trained to another's compute against that one, seed by seed."""
     lines = []
-    for config, pair in PAIRED_WITH.items():
+    for config, pair in TRANSLATION.pairs("compute_of").items():
         if by_config.get(config) and by_config.get(pair):
             both = {pair: by_config[pair], config: by_config[config]}
             p_values = paired_p_values(both, pair, references, lang)[config]
             lines += paired_differences(both, pair)
             lines.append("")
             lines.append(
-                f"Paired bootstrap p of {DESCRIPTION[config]} against {DESCRIPTION[pair]}: "
+                f"Paired bootstrap p of {TRANSLATION.label(config)} against {TRANSLATION.label(pair)}: "
                 + ", ".join(f"{p:.3f} (seed {seed})" for seed, p in sorted(p_values.items()))
             )
     return lines
@@ -233,7 +213,7 @@ def table(
         "",
         "| configuration | parameters | encoder layer evaluations | training FLOPs per target token "
         "| inference FLOPs per target token | seeds | updates | training FLOPs per run | sacreBLEU 13a, mean ± sd "
-        f"| paired bootstrap p against {DESCRIPTION[BASELINE]}, per seed "
+        f"| paired bootstrap p against {TRANSLATION.label(BASELINE)}, per seed "
         "| per seed | tokenised BLEU, mean ± sd | valid NLL (bits/token), mean ± sd "
         "| training minutes per run (1 thread) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -244,11 +224,11 @@ def table(
         count = flops[config]
         compute = f"{count.training_per_token / 1e6:.2f} M | {count.inference_per_token / 1e6:.2f} M"
         if not runs:
-            lines.append(f"| {DESCRIPTION[config]} | | | {compute} | 0 | | | no finished runs | | | | | |")
+            lines.append(f"| {TRANSLATION.label(config)} | | | {compute} | 0 | | | no finished runs | | | | | |")
             continue
         per_seed = ", ".join(f"{run.bleu_13a:.2f} (seed {run.seed})" for run in runs)
         lines.append(
-            f"| {DESCRIPTION[config]} | {runs[0].parameters:,} | {runs[0].encoder_layer_evaluations} | {compute} "
+            f"| {TRANSLATION.label(config)} | {runs[0].parameters:,} | {runs[0].encoder_layer_evaluations} | {compute} "
             f"| {len(runs)} "
             f"| {'/'.join(sorted({str(run.updates) for run in runs}))} "
             f"| {statistics.mean(run_flops(run, count) for run in runs):.2e} "
@@ -286,7 +266,8 @@ def front_lines(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount]) ->
         "The Pareto front of sacreBLEU against training FLOPs (no other run is both cheaper and better), "
         "cheapest first: "
         + "; ".join(
-            f"{DESCRIPTION[points[i][2]]} seed {points[i][3]} ({points[i][0]:.2e}, {points[i][1]:.2f})" for i in front
+            f"{TRANSLATION.label(points[i][2])} seed {points[i][3]} ({points[i][0]:.2e}, {points[i][1]:.2f})"
+            for i in front
         )
         + ".",
     ]
@@ -301,14 +282,14 @@ def draw_compute(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount], p
     front = pareto_front([(cost, -bleu) for cost, bleu, _, _ in points])
     plot_score_against_compute(
         curves={
-            DESCRIPTION[config]: [
+            TRANSLATION.label(config): [
                 [(run_flops(run, flops[config]) * u / run.updates, nll) for u, nll in sorted(run.valid_nll.items())]
                 for run in runs
             ]
             for config, runs in by_config.items()
         },
         points={
-            DESCRIPTION[config]: [(cost, bleu) for cost, bleu, c, _ in points if c == config]
+            TRANSLATION.label(config): [(cost, bleu) for cost, bleu, c, _ in points if c == config]
             for config in by_config
             if by_config[config]
         },
@@ -322,7 +303,7 @@ def draw_compute(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount], p
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs-dir", type=Path, required=True)
-    parser.add_argument("--configs", nargs="+", choices=sorted(DESCRIPTION), default=list(DESCRIPTION))
+    parser.add_argument("--configs", nargs="+", choices=sorted(TRANSLATION.names()), default=TRANSLATION.names())
     parser.add_argument("--recipe", default="", help="a line describing the training recipe")
     parser.add_argument("--ref", type=Path, required=True, help="the test set's detokenised references")
     parser.add_argument("--lang", default="es", help="target language (default: es, the bundled corpus)")

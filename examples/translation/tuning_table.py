@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from study_table import (  # its neighbour: run as a script, its folder is on sys.path
-    CURVE_SPACING,
-    DESCRIPTION,
-    VALID_NLL,
-)
+from study_table import CURVE_SPACING, VALID_NLL  # its neighbour: run as a script, its folder is on sys.path
+
+from ode_seq.studies import TRANSLATION
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,9 @@ def table(grid_dir: Path, seed: int, settings: Dict[str, List[Setting]]) -> str:
             cells = [f"{curve[u]:.3f}" if u in curve else "" for u in updates]
             if setting == chosen:
                 cells = [f"**{cell}**" if cell else cell for cell in cells]
-            lines.append(f"| {DESCRIPTION[config]} | {setting.lr} | {setting.warmup} | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {TRANSLATION.label(config)} | {setting.lr} | {setting.warmup} | " + " | ".join(cells) + " |"
+            )
         for name, value, tried in (
             ("peak lr", chosen.lr, [s.lr for s in by_setting if s.warmup == chosen.warmup]),
             ("warmup", chosen.warmup, [s.warmup for s in by_setting if s.lr == chosen.lr]),
@@ -88,7 +88,7 @@ def table(grid_dir: Path, seed: int, settings: Dict[str, List[Setting]]) -> str:
             numbers = sorted({float(v) for v in tried})
             if len(numbers) > 2 and float(value) in (numbers[0], numbers[-1]):
                 notes.append(
-                    f"{DESCRIPTION[config]}: the chosen {name} {value} is the "
+                    f"{TRANSLATION.label(config)}: the chosen {name} {value} is the "
                     f"{'smallest' if float(value) == numbers[0] else 'largest'} tried at this "
                     f"{'warmup' if name == 'peak lr' else 'peak lr'}."
                 )
@@ -107,7 +107,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         metavar=("CONFIG", "LR/WARMUP"),
         help="a configuration and the settings tried for it",
     )
-    parser.add_argument("--best", choices=sorted(DESCRIPTION), help="print this configuration's chosen setting")
+    parser.add_argument("--best", choices=sorted(TRANSLATION.names()), help="print this configuration's chosen setting")
     parser.add_argument("--settings", nargs="+", type=Setting.parse, default=[], metavar="LR/WARMUP")
     args = parser.parse_args(argv)
     if (args.best is None) == (not args.config):
@@ -121,9 +121,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         settings = {}
         for config, *tried in args.config:
-            if config not in DESCRIPTION or not tried:
+            if config not in TRANSLATION.names() or not tried:
                 parser.error(
-                    f"--config needs one of {', '.join(sorted(DESCRIPTION))} and its settings, "
+                    f"--config needs one of {', '.join(sorted(TRANSLATION.names()))} and its settings, "
                     f"got {' '.join([config, *tried])}"
                 )
             settings[config] = [Setting.parse(text) for text in tried]
