@@ -115,12 +115,11 @@ def forget_earlier_runs() -> None:
 def releasing_save_dir_locks() -> Iterator[None]:
     """The save-directory locks a run takes (fix save_dir_lock holds them for the rest of the
     process's life) are released when it ends, as its process's exit releases them."""
-    before = set(save_dir_lock._held)  # the fix's registry: real path of a save directory -> descriptor
+    before = save_dir_lock.locked_save_dirs()
     try:
         yield
     finally:
-        for save_dir in set(save_dir_lock._held) - before:
-            os.close(save_dir_lock._held.pop(save_dir))
+        save_dir_lock.release_save_dir_locks(keep=before)
 
 
 @contextmanager

@@ -146,3 +146,10 @@ def test_layer_kind_option_builds_the_model_of_the_old_architecture_name(old, ne
     assert list(new_state) == list(old_state)
     assert all(torch.equal(new_state[k], old_state[k]) for k in old_state)
     assert torch.equal(new_out, old_out)
+
+
+def test_a_layer_kind_that_is_not_registered_is_refused_naming_the_registered_ones():
+    """argparse checks --layer-kind's choices; a value that reaches the model another way (a
+    checkpoint's --model-overrides, a saved config) is refused when the model is built."""
+    with pytest.raises(ValueError, match=r"'bogus' is not a registered layer kind; choose one of: .*standard"):
+        build_model("ode_transformer_rk4_small", TinyTask(), layer_kind="bogus")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from argparse import Namespace
-from typing import Callable, Dict
+from typing import Callable, Collection, Dict, FrozenSet
 
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.distributed import utils as distributed_utils
@@ -46,6 +46,18 @@ def lock_save_dir(save_dir: str) -> None:
             "Wait until it ends or stop it, or give this training another --save-dir (nothing was trained)"
         )
     _held[key] = descriptor
+
+
+def locked_save_dirs() -> FrozenSet[str]:
+    """The save directories (real paths) whose locks this process holds."""
+    return frozenset(_held)
+
+
+def release_save_dir_locks(keep: Collection[str] = ()) -> None:
+    """Release the locks this process holds but those of ``keep`` (real paths), as the process's
+    exit does: for a caller that runs fairseq-train's entry point more than once in one process."""
+    for key in set(_held) - set(keep):
+        os.close(_held.pop(key))
 
 
 def locking_save_dir(init: Callable) -> Callable:
