@@ -27,6 +27,7 @@ ALLOWED = {
     "analysis": {"solvers", "layers", "checkpoint_files", "model_inputs"},
     "fairseq_fixes": {"checkpoint_files", "output_files", "training_data", "text_files"},
     "export": {"solvers", "layers", "models", "checkpoint_files"},
+    "transformers": {"solvers", "layers"},
     "cli": {
         "analysis",
         "models",
