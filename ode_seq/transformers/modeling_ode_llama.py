@@ -1,6 +1,6 @@
 """Llama with ODE blocks: each decoder layer integrates the field F of its pre-norm layer,
 residual-branch form F(z) = a(z) + m(z + a(z)) with a = SelfAttn(RMSNorm₁ ·) and
-m = MLP(RMSNorm₂ ·) (:func:`ode_seq.layers.fields.layer_field`), over [0, 1] in N steps of the
+m = MLP(RMSNorm₂ ·) (:func:`ode_seq.fields.layer_field`), over [0, 1] in N steps of the
 configured tableau (solvers of :class:`ode_seq.solvers.StackSolvers`), the layer's parameters
 reused at every stage. Euler with one step is transformers' Llama layer. Embeddings, rotary
 positions, final norm and output projection are Llama's own, so a Llama's weights load unchanged
@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from transformers import LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-from ode_seq.layers.fields import Sublayer, layer_field
+from ode_seq.fields import Sublayer, layer_field
 from ode_seq.solvers.fixed_grid import FixedGridSolver
 from ode_seq.solvers.stack_solvers import StackSolvers
 from ode_seq.solvers.tableaus import get_tableau
