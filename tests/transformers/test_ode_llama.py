@@ -41,13 +41,17 @@ def test_the_auto_classes_build_it_from_its_config():
     assert type(AutoModelForCausalLM.from_config(config)) is ODELlamaForCausalLM
 
 
-def test_euler_with_one_step_per_layer_is_llama():
+LEFT_PADDED = torch.tensor([[0, 0, 1, 1, 1, 1, 1], [1] * 7])
+
+
+@pytest.mark.parametrize("attention_mask", [None, LEFT_PADDED], ids=["unpadded", "left-padded"])
+def test_euler_with_one_step_per_layer_is_llama(attention_mask):
     llama = tiny_llama()
     ode = ODELlamaForCausalLM(ODELlamaConfig(**TINY)).eval()
     ode.load_state_dict(llama.state_dict())
     with torch.no_grad():
-        expected = llama(TOKENS).logits
-        assert_computes(ode, lambda: ode(TOKENS).logits, expected)
+        expected = llama(TOKENS, attention_mask=attention_mask).logits
+        assert_computes(ode, lambda: ode(TOKENS, attention_mask=attention_mask).logits, expected)
 
 
 def field(layer: ODELlamaDecoderLayer, position_embeddings) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -88,6 +92,22 @@ def test_a_runge_kutta_block_is_its_formula_over_the_layers_sublayers(method, fo
         assert_computes(layer, lambda: layer(y, attention_mask=None, position_embeddings=position_embeddings), expected)
 
 
+def test_a_learned_rk2_block_is_the_gated_formula():
+    """y + g k_1 + (1 − g) k_2, g = sigmoid(W·[k_1; k_2] + β) per token from the block's combiner."""
+    model = tiny_ode_llama(decoder_ode_method="heun", ode_coefficients="learned")
+    layer = model.model.layers[0]
+    torch.nn.init.normal_(layer.combiner.proj.bias)
+    y = torch.randn(2, 7, TINY["hidden_size"], generator=torch.Generator().manual_seed(1))
+    position_embeddings = model.model.rotary_emb(y, torch.arange(7).unsqueeze(0))
+    with torch.no_grad():
+        F = field(layer, position_embeddings)
+        k1 = F(y)
+        k2 = F(y + k1)
+        g = torch.sigmoid(layer.combiner.proj(torch.cat([k1, k2], dim=-1)))
+        expected = y + g * k1 + (1 - g) * k2
+        assert_computes(layer, lambda: layer(y, attention_mask=None, position_embeddings=position_embeddings), expected)
+
+
 def test_a_llamas_weights_load_into_the_ode_model_under_the_same_names(tmp_path):
     llama = tiny_llama()
     llama.save_pretrained(tmp_path)
@@ -109,3 +129,12 @@ def test_a_cache_is_refused_naming_what_is_not_supported_yet():
 def test_coefficients_it_does_not_support_yet_are_refused():
     with pytest.raises(ValueError, match="ode_coefficients 'ema' is not supported by ODELlamaConfig yet; choose"):
         tiny_ode_llama(decoder_ode_method="heun", ode_coefficients="ema")
+
+
+def test_upcycling_into_learned_coefficients_adds_only_the_gates(tmp_path):
+    tiny_llama().save_pretrained(tmp_path)
+    _, info = ODELlamaForCausalLM.from_pretrained(
+        tmp_path, decoder_ode_method="heun", ode_coefficients="learned", use_cache=False, output_loading_info=True
+    )
+    gates = {f"model.layers.{i}.combiner.proj.{name}" for i in range(2) for name in ("weight", "bias")}
+    assert (info["missing_keys"], info["unexpected_keys"]) == (gates, set())
