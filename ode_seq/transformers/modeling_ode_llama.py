@@ -10,10 +10,12 @@ positions, final norm and output projection are Llama's own, so a Llama's weight
 from typing import Any, Optional
 
 from torch import Tensor, nn
-from transformers import LlamaForCausalLM
+from transformers import LlamaForCausalLM, LlamaModel
+from transformers import initialization as init
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
 from ode_seq.fields import Sublayer, layer_field
+from ode_seq.solvers.coefficients import StageGate
 from ode_seq.solvers.fixed_grid import FixedGridSolver
 from ode_seq.solvers.stack_solvers import StackSolvers
 from ode_seq.solvers.tableaus import get_tableau
@@ -81,15 +83,37 @@ class ODELlamaDecoderLayer(LlamaDecoderLayer):
         return self.solver.solve(lambda t, z, step, stage: layer_field("residual-branch", z, sublayers), hidden_states)
 
 
-class ODELlamaForCausalLM(LlamaForCausalLM):
-    """LlamaForCausalLM whose decoder layers are ODE blocks (same parameter names, plus each
-    block's ``combiner`` weights when learned)."""
+class ODELlamaModel(LlamaModel):
+    """LlamaModel whose decoder layers are ODE blocks."""
 
     config_class = ODELlamaConfig
 
     def __init__(self, config: ODELlamaConfig) -> None:
         super().__init__(config)
-        self.model.layers = nn.ModuleList(
+        self.layers = nn.ModuleList(
             ODELlamaDecoderLayer(config, i, solver) for i, solver in enumerate(decoder_solvers(config))
         )
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """transformers' initialisation, but a stage gate's projection as ode-seq's (Xavier, β = 0),
+        also when upcycling, where transformers initialises the weights a checkpoint lacks. (The
+        gate's Linear is recognised here: transformers skips modules without parameters of their
+        own, such as the gate, in a model defined outside it.)"""
+        super()._init_weights(module)
+        gates = [getattr(layer, "combiner", None) for layer in self.layers]
+        if any(isinstance(gate, StageGate) and module is gate.proj for gate in gates):
+            init.xavier_uniform_(module.weight)
+            init.zeros_(module.bias)
+
+
+class ODELlamaForCausalLM(LlamaForCausalLM):
+    """LlamaForCausalLM over an :class:`ODELlamaModel` (Llama's parameter names, plus each block's
+    ``combiner`` weights when learned)."""
+
+    config_class = ODELlamaConfig
+
+    def __init__(self, config: ODELlamaConfig) -> None:
+        super().__init__(config)
+        self.model = ODELlamaModel(config)
         self.post_init()

@@ -133,8 +133,23 @@ def test_coefficients_it_does_not_support_yet_are_refused():
 
 def test_upcycling_into_learned_coefficients_adds_only_the_gates(tmp_path):
     tiny_llama().save_pretrained(tmp_path)
-    _, info = ODELlamaForCausalLM.from_pretrained(
+    model, info = ODELlamaForCausalLM.from_pretrained(
         tmp_path, decoder_ode_method="heun", ode_coefficients="learned", use_cache=False, output_loading_info=True
     )
     gates = {f"model.layers.{i}.combiner.proj.{name}" for i in range(2) for name in ("weight", "bias")}
     assert (info["missing_keys"], info["unexpected_keys"]) == (gates, set())
+    assert_initialised_as_ode_seqs_gates(model)
+
+
+def assert_initialised_as_ode_seqs_gates(model: ODELlamaForCausalLM) -> None:
+    """Each gate W (1 × 2d) is Xavier-uniform, |W| ≤ √(6 / (2d + 1)), with the spread of that
+    distribution (standard deviation √(2 / (2d + 1)) ≈ 0.18, not transformers' 0.02), and β = 0."""
+    fan = 2 * TINY["hidden_size"] + 1
+    for layer in model.model.layers:
+        weight, bias = layer.combiner.proj.weight, layer.combiner.proj.bias
+        assert weight.abs().max() <= (6 / fan) ** 0.5 and weight.std() > 0.5 * (2 / fan) ** 0.5
+        assert torch.equal(bias, torch.zeros_like(bias))
+
+
+def test_a_model_built_from_its_config_initialises_the_gates_as_ode_seq():
+    assert_initialised_as_ode_seqs_gates(tiny_ode_llama(decoder_ode_method="heun", ode_coefficients="learned"))
