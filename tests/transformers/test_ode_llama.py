@@ -153,3 +153,20 @@ def assert_initialised_as_ode_seqs_gates(model: ODELlamaForCausalLM) -> None:
 
 def test_a_model_built_from_its_config_initialises_the_gates_as_ode_seq():
     assert_initialised_as_ode_seqs_gates(tiny_ode_llama(decoder_ode_method="heun", ode_coefficients="learned"))
+
+
+def test_an_upcycled_model_saves_and_reloads_through_the_auto_class_with_identical_logits(tmp_path):
+    tiny_llama().save_pretrained(tmp_path / "llama")
+    upcycled = ODELlamaForCausalLM.from_pretrained(
+        tmp_path / "llama", decoder_ode_method="heun", ode_coefficients="learned", use_cache=False
+    ).eval()
+    upcycled.save_pretrained(tmp_path / "ode")
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "ode").eval()
+    assert type(reloaded) is ODELlamaForCausalLM
+    assert (reloaded.config.decoder_ode_method, reloaded.config.ode_coefficients) == ("heun", "learned")
+    # Equal up to rounding, not bitwise: measured, the two copies' gates (equal weights, equal strides)
+    # differ by 1.2e-7 on the same inputs, 3.4e-6 in these logits; probably another kernel path for
+    # the weight slices at another address (not pinned down).
+    with torch.no_grad():
+        expected = upcycled(TOKENS).logits
+        assert_computes(reloaded, lambda: reloaded(TOKENS).logits, expected)
