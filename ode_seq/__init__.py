@@ -1,6 +1,6 @@
 """ode-seq: ODE-inspired Transformers for sequence generation on fairseq.
 
-:mod:`.solvers` (no fairseq) ← :mod:`.layers` (fields and blocks on fairseq's layers) ←
+:mod:`.solvers` and :mod:`.fields` (no fairseq) ← :mod:`.layers` (blocks on fairseq's layers) ←
 :mod:`.models` (what ``--user-dir user_dir`` registers) ← :mod:`.cli`; beside them
 :mod:`.fairseq_fixes`, :mod:`.analysis` and :mod:`.metrics`.
 """

@@ -1,4 +1,4 @@
-"""The layout shows the architecture: imports point one way, solvers ← layers ← models ← cli."""
+"""The layout shows the architecture: imports point one way, solvers, fields ← layers ← models ← cli."""
 
 import ast
 import shutil
@@ -15,6 +15,7 @@ PACKAGE = Path(ROOT) / "ode_seq"
 # What each part of ode_seq may import from ode_seq (besides itself).
 ALLOWED = {
     "solvers": set(),
+    "fields": set(),
     "options": set(),
     "checkpoint_files": {"output_files"},
     "output_files": set(),
@@ -22,11 +23,12 @@ ALLOWED = {
     "model_inputs": set(),
     "text_files": set(),
     "studies": set(),
-    "layers": {"solvers", "options"},
-    "models": {"solvers", "layers", "options", "checkpoint_files", "training_data", "model_inputs"},
+    "layers": {"solvers", "fields", "options"},
+    "models": {"solvers", "fields", "layers", "options", "checkpoint_files", "training_data", "model_inputs"},
     "analysis": {"solvers", "layers", "checkpoint_files", "model_inputs"},
     "fairseq_fixes": {"checkpoint_files", "output_files", "training_data", "text_files"},
     "export": {"solvers", "layers", "models", "checkpoint_files"},
+    "transformers": {"solvers", "fields"},
     "cli": {
         "analysis",
         "models",
@@ -76,6 +78,14 @@ def test_solvers_never_import_fairseq():
         modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         assert not [m for m in modules if m.split(".")[0] == "fairseq"], path
+
+
+def test_the_transformers_api_loads_no_fairseq_module():
+    """``ode_seq.transformers`` runs where fairseq is not installed: importing it (in a fresh
+    interpreter) loads torch, transformers and ode-seq's torch-only parts, no fairseq module."""
+    probe = "import sys, ode_seq.transformers; print(sorted(m for m in sys.modules if m.split('.')[0] == 'fairseq'))"
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
 
 
 def test_files_the_hugging_face_folder_carries_import_only_torch_and_each_other():

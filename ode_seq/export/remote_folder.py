@@ -23,7 +23,7 @@ CARRIED = tuple(
         ("solvers", "stack_solvers.py"),
         ("solvers", "observers.py"),
         ("solvers", "coefficients.py"),
-        ("layers", "fields.py"),
+        ("fields.py",),
     )
 )
 SHARED_CODE = ("ode_layers.py",)

@@ -1,6 +1,7 @@
 """Vector fields on fairseq's Transformer layers and the Runge–Kutta blocks that integrate them.
 
-- :mod:`.fields`: F of a layer as a function of its sublayers (three field forms; torch only);
+- :mod:`ode_seq.fields` (beside this package, torch only): F of a layer as a function of its
+  sublayers (three field forms), which these blocks build from fairseq's sublayers;
 - :mod:`.sublayers`: the sublayers of fairseq's encoder and decoder layers, with weights θ if given;
 - :mod:`.blocks`: encoder and decoder blocks (``Block(cfg, BlockSpec)``), the layer-kind registry;
 - :mod:`.kind`: what a layer kind may change; kinds :mod:`.time_dependent` (weights θ(τ), with

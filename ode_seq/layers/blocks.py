@@ -52,7 +52,7 @@ from ode_seq.solvers import (
     VectorField,
 )
 
-from .fields import Sublayer, layer_field
+from ..fields import Sublayer, layer_field
 from .kind import LayerKind
 from .relative_attention import RelativePositionSelfAttention
 from .stage_caches import IncrementalState, reorder_stage_states, stage_state

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from .fields import Sublayer, feed_forward
+from ..fields import Sublayer, feed_forward
 
 SCOPES = ("block", "sublayer")
 EXTRAS = {

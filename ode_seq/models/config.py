@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
 
+from ode_seq.fields import FIELD_FORMS
 from ode_seq.layers import LAYER_KINDS
 from ode_seq.layers.blocks import BlockClasses
-from ode_seq.layers.fields import FIELD_FORMS
 from ode_seq.layers.kind import LayerKind
 from ode_seq.layers.layer_history import HISTORY_TYPES
 from ode_seq.layers.sublayers import SCOPES

@@ -45,7 +45,7 @@ def log_probs(model, batch):
 def assert_carries_ode_seqs_files_unchanged(folder) -> None:
     """The remote code's F and solver are ode-seq's own: the folder's copies of the carried files
     (the layer field among them) are byte for byte the package's."""
-    assert any(path.endswith(os.path.join("layers", "fields.py")) for path in CARRIED)
+    assert any(path.endswith(os.path.join("ode_seq", "fields.py")) for path in CARRIED)
     for path in CARRIED:
         with open(path, "rb") as source, open(os.path.join(folder, os.path.basename(path)), "rb") as copy:
             assert copy.read() == source.read(), path

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from fairseq import tasks
 
-from ode_seq.layers.fields import FIELD_FORMS
+from ode_seq.fields import FIELD_FORMS
 from ode_seq.solvers import COEFFICIENT_MODES, TABLEAUS
 from testkit.in_process import parse_training_args
 from tests.lm.conftest import TINY_TIME, build_lm, lm_training_args

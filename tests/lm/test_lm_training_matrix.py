@@ -13,7 +13,7 @@ from fairseq import search, tasks
 from fairseq.sequence_generator import SequenceGenerator
 from fairseq.trainer import Trainer
 
-from ode_seq.layers.fields import FIELD_FORMS
+from ode_seq.fields import FIELD_FORMS
 from ode_seq.solvers import TABLEAUS
 from testkit.in_process import parse_training_args
 from tests.lm.conftest import TINY_TIME, lm_training_args

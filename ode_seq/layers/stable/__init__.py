@@ -1,6 +1,6 @@
 """The stable layer kind for ODE Transformers (ODE-ViT, Boned Riera et al., 2025), for seq2seq.
 
-The field keeps fairseq's layer structure (see :mod:`ode_seq.layers.fields`) with three changes
+The field keeps fairseq's layer structure (see :mod:`ode_seq.fields`) with three changes
 that make it globally Lipschitz or at least well conditioned:
 
 - CenterNorm instead of LayerNorm: CN(x) = γ ⊙ (D/(D−1))·(x − mean x) + β (no division by the
