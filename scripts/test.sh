@@ -11,7 +11,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup.sh"
 cd "$ROOT"
 [ $# -gt 0 ] || set -- tests benchmarks/tests
-WORKERS="${ODE_SEQ_TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+CPUS="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"  # nproc alone would answer OMP_NUM_THREADS
+WORKERS="${ODE_SEQ_TEST_WORKERS:-$(( CPUS < 4 ? CPUS : 4 ))}"
 if ! [[ "$WORKERS" =~ ^[0-9]+$ ]]; then
   echo "ODE_SEQ_TEST_WORKERS=$WORKERS: give a number of worker processes (0: none, run in this process)" >&2
   exit 2
