@@ -35,8 +35,8 @@ def test_a_dlcl_step_returns_the_states_it_carries_and_the_mixes_keep_none():
     with torch.no_grad():
         y1, carried = solver.carried_step(field, y, 0, (y,))
         # h_1 = LN_1(P), x̃ = ½ y + ½ h_1, then h_1 ← LN'_1(F(x̃)) and y_1 = ½ y + ½ h_1 (averages)
-        x = 0.5 * y + 0.5 * states.prediction_norms[0](y + field(0.0, y, 0, 0))
-        h1 = states.corrected_norms[0](field(1.0, x, 0, 1))
+        x = 0.5 * y + 0.5 * states.prediction.layer_norms[0](y + field(0.0, y, 0, 0))
+        h1 = states.corrected.layer_norms[0](field(1.0, x, 0, 1))
     assert len(carried) == 2 and carried[0] is y
     torch.testing.assert_close(carried[1], h1, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(y1, 0.5 * y + 0.5 * h1, rtol=1e-12, atol=1e-12)
