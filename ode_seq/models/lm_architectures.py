@@ -17,7 +17,7 @@ from typing import Any, Dict, Tuple
 
 from fairseq.models.transformer_lm import base_lm_architecture
 
-from .architectures import WHOLE_STACK, register_architectures
+from .architectures import WHOLE_STACK, named, register_architectures
 from .language_model import ODETransformerLanguageModel  # noqa: F401  (registers the model)
 
 
@@ -72,11 +72,10 @@ ODE_SETTINGS = ("euler", "rk2", "rk2_learned", "rk4", "parallel", "nonauto", "pc
 # Architecture name: (setting, size).
 LM_ARCHITECTURES: Dict[str, Tuple[str, str]] = {
     "ode_transformer_lm": ("euler", "lm"),
-    **{f"ode_transformer_lm_{setting}": (setting, "lm") for setting in ODE_SETTINGS},
-    **{f"ode_transformer_lm_{s}_{size}": (s, size) for size in ("gpt2_tiny", "gpt2_small") for s in ODE_SETTINGS},
-    "ode_transformer_lm_euler_wiki103": ("euler", "wiki103"),
-    "ode_transformer_lm_rk2_learned_wiki103": ("rk2_learned", "wiki103"),
-    "ode_transformer_lm_pcformer_wiki103": ("pcformer", "wiki103"),
+    **named("ode_transformer_lm_{}", "lm", *ODE_SETTINGS),
+    **named("ode_transformer_lm_{}_gpt2_tiny", "gpt2_tiny", *ODE_SETTINGS),
+    **named("ode_transformer_lm_{}_gpt2_small", "gpt2_small", *ODE_SETTINGS),
+    **named("ode_transformer_lm_{}_wiki103", "wiki103", "euler", "rk2_learned", "pcformer"),
     "stable_ode_transformer_lm": ("stable", "lm"),
     **{f"stable_ode_transformer_lm_{size}": ("stable", size) for size in ("gpt2_tiny", "gpt2_small")},
 }
