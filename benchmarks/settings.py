@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, fields, replace
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS_DIR = os.path.join(ROOT, "examples", "translation", "data")
@@ -15,29 +15,34 @@ SECTIONS = DEFAULT_SECTIONS + ("compile",) + LM_SECTIONS
 NOT_POSITIVE = ("vocab", "warmup", "seed")  # the whole-number settings that may be 0 (vocab: >= 16)
 
 
+def smoke(default: Any, tiny: Any) -> Any:
+    """A setting of ``default`` value whose ``--smoke`` value is ``tiny``."""
+    return field(default=default, metadata={"smoke": tiny})
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything that sizes a run. Width d sets FFN = 4d and d/64 heads (at least 1)."""
 
-    embed_dim: int = 256
-    layers: int = 6
-    rk_blocks: int = 2
-    source_len: int = 32
-    batch_tokens: int = 2048
-    vocab: int = 8000
-    gen_sentences: int = 16
-    gen_max_len: int = 32
+    embed_dim: int = smoke(256, 32)
+    layers: int = smoke(6, 2)
+    rk_blocks: int = smoke(2, 1)
+    source_len: int = smoke(32, 8)
+    batch_tokens: int = smoke(2048, 64)
+    vocab: int = smoke(8000, 200)
+    gen_sentences: int = smoke(16, 2)
+    gen_max_len: int = smoke(32, 12)
     beam: int = 4
-    step_sentences: int = 16
-    step_prefixes: Tuple[int, int] = (8, 64)
-    lm_sample_len: int = 128
-    lm_prompt_len: int = 8
-    rounds: int = 4
+    step_sentences: int = smoke(16, 2)
+    step_prefixes: Tuple[int, int] = smoke((8, 64), (2, 8))
+    lm_sample_len: int = smoke(128, 16)
+    lm_prompt_len: int = smoke(8, 2)
+    rounds: int = smoke(4, 3)
     warmup: int = 1
     train_iters: int = 1
     gen_iters: int = 1
-    step_iters: int = 50
-    threads: int = 2
+    step_iters: int = smoke(50, 3)
+    threads: int = smoke(2, 1)
     device: str = "cpu"
     dtype: str = "float32"
     clock: str = "wall"
@@ -63,24 +68,8 @@ class Settings:
         return max(1, self.batch_tokens // self.lm_sample_len)
 
 
-SMOKE = dict(
-    embed_dim=32,
-    layers=2,
-    rk_blocks=1,
-    source_len=8,
-    batch_tokens=64,
-    vocab=200,
-    gen_sentences=2,
-    gen_max_len=12,
-    step_sentences=2,
-    step_prefixes=(2, 8),
-    lm_sample_len=16,
-    lm_prompt_len=2,
-    rounds=3,
-    warmup=1,
-    step_iters=3,
-    threads=1,
-)
+# The tiny ``--smoke`` preset: each setting's ``smoke`` value (the others keep their defaults).
+SMOKE = {f.name: f.metadata["smoke"] for f in fields(Settings) if "smoke" in f.metadata}
 
 
 def parse_settings(argv: Optional[Sequence[str]] = None) -> Tuple[Settings, argparse.Namespace]:

@@ -308,6 +308,28 @@ bible_test_scores() {  # bible_test_scores WORK_DIR SAVE_DIR GPUS [-- generate o
     --gpus "$(($3 > 0))" --ref "$1/raw/test.es" --lang es "${average[@]}" "${@:4}" > /dev/null
 }
 
+trained_lm_options() {  # the first rows of the option tables of the scripts that read a trained
+  cat <<'EOF'  # language model (examples/language_modeling/evaluate.sh, sample.sh); trained_lm reads them
+--work-dir=DIR        WORK_DIR      -         $REPO_ROOT/work-dirs/lm-bible  # prepare.sh's and train.sh's work dir
+--data-bin=DIR        DATA_BIN                          # binarised data (default: WORK_DIR/data-bin)
+--arch=NAME           ARCH          -         ode_transformer_lm_rk2_learned  # the trained architecture: finds its checkpoints
+--checkpoint-dir=DIR  CHECKPOINT_DIR                    # the run's checkpoints (default: WORK_DIR/checkpoints/ARCH)
+--checkpoint=WHICH    CHECKPOINT    best|last  best     # checkpoint_best.pt (lowest validation loss) or checkpoint_last.pt
+EOF
+}
+
+trained_lm() {  # trained_lm — after parse_options of trained_lm_options and --gpus: DATA_BIN, CHECKPOINT_DIR,
+  DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"  # the checkpoint MODEL, the project's python, GPUS and the
+  CHECKPOINT_DIR="${CHECKPOINT_DIR:-$WORK_DIR/checkpoints/$ARCH}"  # decoding's DEVICE options; fails
+  MODEL="$CHECKPOINT_DIR/checkpoint_$CHECKPOINT.pt"  # unless the data and the checkpoint exist
+  use_project_python
+  GPUS="${GPUS:-$(default_gpus)}"
+  DEVICE=()
+  [[ "$GPUS" -gt 0 ]] || DEVICE=(--cpu)
+  require_file "$DATA_BIN/dict.txt" "run examples/language_modeling/prepare.sh first (or pass --data-bin)"
+  require_file "$MODEL" "train a model into $CHECKPOINT_DIR first (examples/language_modeling/train.sh)"
+}
+
 require_file() {  # require_file PATH HINT
   [[ -s "$1" ]] || die "$1 is missing or empty; $2"
 }

@@ -1,5 +1,5 @@
-"""A fairseq model from its architecture name, built as fairseq-train builds it but without a data
-directory: for the tests, the benchmarks and the GPU checks.
+"""A fairseq model from its architecture name (and a criterion from its name), built as fairseq-train
+builds it but without a data directory: for the tests, the benchmarks and the GPU checks.
 
     task = DictionaryTask(word_dictionary(30))
     model = build_model("ode_transformer_rk4", task, seed=0, encoder_layers=2, encoder_ode_method="heun")
@@ -15,6 +15,7 @@ import argparse
 from typing import Any, Dict, Sequence, Tuple
 
 import torch
+from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY, FairseqCriterion
 from fairseq.data import Dictionary
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import (
@@ -76,6 +77,13 @@ def model_and_options(
 def build_model(arch: str, task: Any, seed: int = 0, **options: Any) -> BaseFairseqModel:
     """The model of :func:`model_and_options`."""
     return model_and_options(arch, task, seed, **options)[0]
+
+
+def build_criterion(name: str, task: Any, **options: Any) -> FairseqCriterion:
+    """Criterion ``name`` as ``--criterion name`` builds it: ``options`` set fields of its dataclass,
+    the others keep their defaults; the loss is averaged over tokens (fairseq's default)."""
+    cfg = CRITERION_DATACLASS_REGISTRY[name](**{"sentence_avg": False, **options})
+    return CRITERION_REGISTRY[name].build_criterion(cfg, task)
 
 
 def random_batch(

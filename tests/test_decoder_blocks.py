@@ -31,18 +31,18 @@ METHOD_MODES = [(m, "fixed") for m in TABLEAUS] + [
 ]
 
 
+def float64_encdec(task, seed=0, **overrides):
+    """``ode_transformer_rk4_encdec`` with ``overrides`` in float64 and eval mode: the model each
+    decoding equivalence below compares with itself."""
+    return build_model("ode_transformer_rk4_encdec", task, seed, **overrides).double().eval()
+
+
 @pytest.mark.numerics
 @pytest.mark.parametrize("method, mode", METHOD_MODES)
 def test_incremental_decoding_equals_full_forward(method, mode):
     task = TinyTask()
-    model = build_model(
-        "ode_transformer_rk4_encdec",
-        task,
-        decoder_ode_method=method,
-        encoder_ode_method=method,
-        ode_coefficients=mode,
-    )
-    assert_incremental_decoding_equals_full_forward(model.double().eval(), task, [6, 3, 8, 5])
+    model = float64_encdec(task, decoder_ode_method=method, encoder_ode_method=method, ode_coefficients=mode)
+    assert_incremental_decoding_equals_full_forward(model, task, [6, 3, 8, 5])
 
 
 @pytest.mark.numerics
@@ -56,7 +56,7 @@ def test_incremental_decoding_equals_full_forward(method, mode):
 )
 def test_incremental_decoding_equals_full_forward_with_options(overrides):
     task = TinyTask()
-    model = build_model("ode_transformer_rk4_encdec", task, **overrides).double().eval()
+    model = float64_encdec(task, **overrides)
     assert_incremental_decoding_equals_full_forward(model, task, [6, 3, 8, 5], seed=3)
 
 
@@ -84,14 +84,8 @@ def test_decoder_stage_caches_hold_one_entry_per_position_and_stage():
 @pytest.mark.parametrize("method, mode", [("rk4", "fixed"), ("heun", "learned")])
 def test_beam_search_with_caches_equals_prefix_recomputation(method, mode):
     task = TinyTask()
-    model = build_model(
-        "ode_transformer_rk4_encdec",
-        task,
-        decoder_ode_method=method,
-        ode_coefficients=mode,
-        seed=5,
-    )
-    assert_beam_search_with_caches_equals_prefix_recomputation(model.double().eval(), task, beam=5, max_len_b=12)
+    model = float64_encdec(task, seed=5, decoder_ode_method=method, ode_coefficients=mode)
+    assert_beam_search_with_caches_equals_prefix_recomputation(model, task, beam=5, max_len_b=12)
 
 
 def _loss_and_grads(model, batch, seed):

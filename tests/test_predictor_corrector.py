@@ -137,10 +137,10 @@ def test_encoder_stack_equals_the_public_codes_dlcl_corrector_formula():
             ema = block.combiner.beta
             k1 = G(x)
             prediction = x + ema * (1 - ema) * k1 + ema * G(x + k1)
-            h.append(states.prediction_norms[l - 1](prediction))
-            corrector_input = sum(w * s for w, s in zip(states.weight[l, : l + 1], h))
-            h[l] = states.corrected_norms[l - 1](G(corrector_input))
-            x = sum(w * s for w, s in zip(states.corrected_weight[l, : l + 1], h))
+            h.append(states.prediction.layer_norms[l - 1](prediction))
+            corrector_input = sum(w * s for w, s in zip(states.prediction.weight[l, : l + 1], h))
+            h[l] = states.corrected.layer_norms[l - 1](G(corrector_input))
+            x = sum(w * s for w, s in zip(states.corrected.weight[l, : l + 1], h))
     assert_computes(model, lambda: run_encoder_blocks(blocks, y), x)
 
 

@@ -9,12 +9,8 @@
 # Usage: evaluate.sh [options] [-- extra fairseq-eval-lm options]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-parse_options "$@" <<'EOF'
---work-dir=DIR        WORK_DIR      -         $REPO_ROOT/work-dirs/lm-bible  # prepare.sh's and train.sh's work dir
---data-bin=DIR        DATA_BIN                          # binarised data (default: WORK_DIR/data-bin)
---arch=NAME           ARCH          -         ode_transformer_lm_rk2_learned  # the trained architecture: finds its checkpoints
---checkpoint-dir=DIR  CHECKPOINT_DIR                    # the run's checkpoints (default: WORK_DIR/checkpoints/ARCH)
---checkpoint=WHICH    CHECKPOINT    best|last  best     # checkpoint_best.pt (lowest validation loss) or checkpoint_last.pt
+parse_options "$@" <<EOF
+$(trained_lm_options)
 --subset=NAME         SUBSET        -         test      #
 --tokens-per-sample=N TOKENS_PER_SAMPLE  positive  128  # block length: the training blocks' (512 for the wikitext-103 recipe)
 --context-window=N    CONTEXT_WINDOW     whole     64   # tokens of context before every scored token (400 for wikitext-103)
@@ -25,16 +21,8 @@ parse_options "$@" <<'EOF'
 EOF
 [[ "$CONTEXT_WINDOW" -lt "$TOKENS_PER_SAMPLE" ]] \
   || usage_error "--context-window ($CONTEXT_WINDOW) must be smaller than --tokens-per-sample ($TOKENS_PER_SAMPLE)"
-DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
-CHECKPOINT_DIR="${CHECKPOINT_DIR:-$WORK_DIR/checkpoints/$ARCH}"
-MODEL="$CHECKPOINT_DIR/checkpoint_$CHECKPOINT.pt"
+trained_lm
 OUT_DIR="${OUT_DIR:-$CHECKPOINT_DIR/eval-$SUBSET-$CHECKPOINT}"
-use_project_python
-GPUS="${GPUS:-$(default_gpus)}"
-DEVICE=()
-[[ "$GPUS" -gt 0 ]] || DEVICE=(--cpu)
-require_file "$DATA_BIN/dict.txt" "run examples/language_modeling/prepare.sh first (or pass --data-bin)"
-require_file "$MODEL" "train a model into $CHECKPOINT_DIR first (examples/language_modeling/train.sh)"
 DATA_ID="$(data_bin_id "$DATA_BIN" "$SUBSET")"
 lock_dir "$OUT_DIR"
 MODEL_ID="$(content_id "$MODEL")"

@@ -10,12 +10,8 @@
 # Usage: sample.sh [options] [-- extra fairseq-interactive options]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
-parse_options "$@" <<'EOF'
---work-dir=DIR        WORK_DIR      -         $REPO_ROOT/work-dirs/lm-bible  # prepare.sh's and train.sh's work dir
---data-bin=DIR        DATA_BIN                          # binarised data (default: WORK_DIR/data-bin)
---arch=NAME           ARCH          -         ode_transformer_lm_rk2_learned  # the trained architecture: finds its checkpoints
---checkpoint-dir=DIR  CHECKPOINT_DIR                    # the run's checkpoints (default: WORK_DIR/checkpoints/ARCH)
---checkpoint=WHICH    CHECKPOINT    best|last  best     # checkpoint_best.pt (lowest validation loss) or checkpoint_last.pt
+parse_options "$@" <<EOF
+$(trained_lm_options)
 --prompt=TEXT         PROMPTS[]                         # a prompt (repeatable); replaces the prompts from --prompts-from
 --prompts-from=FILE   PROMPTS_FROM                      # text to take prompts from (default: WORK_DIR/raw/test.txt, the test verses)
 --samples=N           SAMPLES       positive  3         # prompts taken from it
@@ -29,16 +25,8 @@ parse_options "$@" <<'EOF'
 --=OPTIONS            EXTRA[]                           # passed to fairseq-interactive
 EOF
 HERE="$REPO_ROOT/examples/language_modeling"
-DATA_BIN="${DATA_BIN:-$WORK_DIR/data-bin}"
-CHECKPOINT_DIR="${CHECKPOINT_DIR:-$WORK_DIR/checkpoints/$ARCH}"
-MODEL="$CHECKPOINT_DIR/checkpoint_$CHECKPOINT.pt"
+trained_lm
 PROMPTS_FROM="${PROMPTS_FROM:-$WORK_DIR/raw/test.txt}"
-use_project_python
-GPUS="${GPUS:-$(default_gpus)}"
-DEVICE=()
-[[ "$GPUS" -gt 0 ]] || DEVICE=(--cpu)
-require_file "$DATA_BIN/dict.txt" "run examples/language_modeling/prepare.sh first (or pass --data-bin)"
-require_file "$MODEL" "train a model into $CHECKPOINT_DIR first (examples/language_modeling/train.sh)"
 [[ ${#PROMPTS[@]} -gt 0 ]] || require_file "$PROMPTS_FROM" "pass --prompt TEXT or --prompts-from FILE"
 
 if [[ ${#PROMPTS[@]} -gt 0 ]]; then

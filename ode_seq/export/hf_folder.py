@@ -10,8 +10,9 @@ import json
 import os
 import shutil
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Any, Optional
 
+BOS, PAD, EOS = 0, 1, 2  # fairseq's dictionaries: <s>, <pad>, </s>
 TOKENIZER_MODULE = "fairseq_tokenizer.py"
 TOKENIZER_SETTINGS = "fairseq_tokenizer.json"
 TOKENIZERS = ("moses",)
@@ -30,6 +31,23 @@ class TextProcessing:
     target_lang: str = "en"
     prompt_start: int = 2
     max_positions: Optional[int] = None
+
+
+def fairseq_search(beam: int, lenpen: float, **limits: Any):
+    """transformers' ``GenerationConfig`` of fairseq's beam search: ``beam`` hypotheses, length
+    penalty ``lenpen``, done when ``beam`` hypotheses have ended in </s>, <pad> never generated;
+    ``limits``: the model's length limits and start tokens."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        num_beams=beam,
+        length_penalty=lenpen,
+        early_stopping=True,
+        suppress_tokens=[PAD],
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        **limits,
+    )
 
 
 def save_folder(model, generation_config, dictionary, spm: Optional[str], text: TextProcessing, output: str) -> None:

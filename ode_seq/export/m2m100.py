@@ -25,7 +25,7 @@ from typing import Any, Dict
 
 from torch import Tensor
 
-from .hf_folder import TextProcessing, save_folder
+from .hf_folder import BOS, EOS, TextProcessing, fairseq_search, save_folder
 from .plain import NotRepresentable, PlainTransformer
 
 # fairseq's activation functions and transformers' names of the same function.
@@ -138,19 +138,9 @@ def generation_config(target_positions: int, beam: int = 4, lenpen: float = 0.6,
     """fairseq-generate's ``--beam --lenpen --max-len-b`` (with --max-len-a 0, --min-len 1) for a
     model of ``target_positions`` target positions: fairseq generates at most ``target_positions``
     − 1 tokens before its </s>, so the decoder never reads more than its positions."""
-    from transformers import GenerationConfig
-
-    return GenerationConfig(
-        num_beams=beam,
-        length_penalty=lenpen,
-        early_stopping=True,
-        min_new_tokens=1,
-        max_new_tokens=min(max_len_b, target_positions - 1) + 1,
-        suppress_tokens=[1],
-        bos_token_id=0,
-        pad_token_id=1,
-        eos_token_id=2,
-        decoder_start_token_id=2,
+    most = min(max_len_b, target_positions - 1) + 1
+    return fairseq_search(
+        beam, lenpen, min_new_tokens=1, max_new_tokens=most, bos_token_id=BOS, decoder_start_token_id=EOS
     )
 
 

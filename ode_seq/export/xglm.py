@@ -31,11 +31,10 @@ from typing import Any, Dict
 
 from torch import Tensor
 
+# fairseq's special symbols, which XGLM's config (pad 1, offset 2) and generate() assume.
+from .hf_folder import BOS, EOS, PAD, fairseq_search
 from .m2m100 import ACTIVATIONS
 from .plain import NotRepresentable, PlainTransformer
-
-# fairseq's special symbols, which XGLM's config (pad 1, offset 2) and generate() assume.
-BOS, PAD, EOS = 0, 1, 2
 
 
 def refusals(config: Dict[str, Any]):
@@ -153,16 +152,5 @@ def generation_config(
     ``max_len`` is capped at the model's positions − 1), so the model never reads more than its
     ``positions``; ``generate()`` refuses a prompt of ``max_length`` tokens or more, as
     fairseq-interactive refuses a prompt that takes more than ``positions`` with its start token."""
-    from transformers import GenerationConfig
-
-    return GenerationConfig(
-        num_beams=beam,
-        length_penalty=lenpen,
-        early_stopping=True,
-        min_length=2,
-        max_length=min(max_len_b, positions - 1) + 2,
-        suppress_tokens=[PAD],
-        bos_token_id=BOS if add_bos_token else EOS,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-    )
+    start = BOS if add_bos_token else EOS
+    return fairseq_search(beam, lenpen, min_length=2, max_length=min(max_len_b, positions - 1) + 2, bos_token_id=start)

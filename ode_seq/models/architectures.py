@@ -62,6 +62,11 @@ def register_architectures(
         register_model_architecture(model_name, name)(architecture)
 
 
+def named(pattern: str, size: str, *settings: str) -> Dict[str, Tuple[str, str]]:
+    """Architecture name ``pattern.format(setting)`` → (setting, ``size``) for each of ``settings``."""
+    return {pattern.format(setting): (setting, size) for setting in settings}
+
+
 def architecture_layer_kind(model_cfg: Any) -> Optional[str]:
     """The layer kind of the model that fairseq's model options ``model_cfg`` (a checkpoint's
     ``cfg.model``) configure: its ``--layer-kind``, else its architecture's (a checkpoint saved
@@ -144,19 +149,17 @@ SETTINGS: Dict[str, Dict[str, Any]] = {
 # Architecture name: (setting, size).
 ARCHITECTURES: Dict[str, Tuple[str, str]] = {
     "ode_transformer": ("euler", "base"),
-    **{f"ode_transformer_{s}": (s, "base") for s in ("euler", "rk2", "rk3", "rk4", "rk2_learned", "rk4_encdec")},
-    **{f"ode_transformer_{s}_small": (s, "small") for s in ("euler", "rk2_learned", "rk4", "rk4_encdec")},
-    **{f"ode_transformer_{s}": (s, "base") for s in ("parallel", "parallel_shared_rk4", "parallel_shared_dopri5")},
-    "ode_transformer_euler_wmt_en_de_big": ("euler", "big"),
-    "ode_transformer_rk2_learned_wmt_en_de_big": ("rk2_learned", "big"),
-    "ode_transformer_euler_rpr_wmt_en_de_big_e12": ("euler_rpr", "big_e12"),
-    "ode_transformer_rk2_learned_rpr_wmt_en_de_big_e12": ("rk2_learned_rpr", "big_e12"),
+    **named("ode_transformer_{}", "base", "euler", "rk2", "rk3", "rk4", "rk2_learned", "rk4_encdec"),
+    **named("ode_transformer_{}_small", "small", "euler", "rk2_learned", "rk4", "rk4_encdec"),
+    **named("ode_transformer_{}", "base", "parallel", "parallel_shared_rk4", "parallel_shared_dopri5"),
+    **named("ode_transformer_{}_wmt_en_de_big", "big", "euler", "rk2_learned"),
+    **named("ode_transformer_{}_wmt_en_de_big_e12", "big_e12", "euler_rpr", "rk2_learned_rpr"),
     "pcformer_small": ("pcformer", "small"),
     "pcformer_wmt_en_de_big": ("pcformer_rpr", "big_e12"),
     "pcformer_wmt_en_fr_big": ("pcformer_rpr", "big_e12"),
     "pcformer_dlcl_wmt_en_de_big": ("pcformer_dlcl_rpr", "big_e12"),
-    **{f"ode_transformer_{s}": (s, "base") for s in ("nonauto", "nonauto_parity", "nonauto_parallel")},
-    **{f"ode_transformer_{s}_small": (s, "small") for s in ("nonauto", "nonauto_parallel")},
+    **named("ode_transformer_{}", "base", "nonauto", "nonauto_parity", "nonauto_parallel"),
+    **named("ode_transformer_{}_small", "small", "nonauto", "nonauto_parallel"),
     **{f"stable_ode_transformer{s}": (f"stable{s}", "base") for s in ("", "_l2")},
     **{f"stable_ode_transformer{s}_small": (f"stable{s}", "small") for s in ("", "_l2")},
 }

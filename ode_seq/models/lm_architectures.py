@@ -17,43 +17,41 @@ from typing import Any, Dict, Tuple
 
 from fairseq.models.transformer_lm import base_lm_architecture
 
-from .architectures import WHOLE_STACK, register_architectures
+from .architectures import WHOLE_STACK, named, register_architectures
 from .language_model import ODETransformerLanguageModel  # noqa: F401  (registers the model)
 
+
+def decoder_size(
+    embed_dim: int, ffn_embed_dim: int, attention_heads: int, layers: int, **options: Any
+) -> Dict[str, Any]:
+    """The options of a language model's decoder of these sizes, and ``options``."""
+    return dict(
+        decoder_embed_dim=embed_dim,
+        decoder_ffn_embed_dim=ffn_embed_dim,
+        decoder_attention_heads=attention_heads,
+        decoder_layers=layers,
+        **options,
+    )
+
+
 GPT2 = dict(dropout=0.1, attention_dropout=0.1, activation_fn="gelu")
+# transformer_lm_wiki103's adaptive input and softmax (bands of 20000 and 40000 more words).
+ADAPTIVE = dict(
+    adaptive_input=True,
+    tie_adaptive_weights=True,
+    adaptive_input_cutoff="20000,60000",
+    adaptive_softmax_cutoff="20000,60000",
+    adaptive_softmax_dropout=0.2,
+    no_decoder_final_norm=True,
+    tie_adaptive_proj=True,
+)
 LM_SIZES: Dict[str, Dict[str, Any]] = {
-    "lm": dict(
-        decoder_embed_dim=512,
-        decoder_ffn_embed_dim=2048,
-        decoder_layers=6,
-        decoder_attention_heads=8,
-        dropout=0.1,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-        activation_fn="relu",
+    "lm": decoder_size(
+        512, 2048, 8, 6, dropout=0.1, attention_dropout=0.0, activation_dropout=0.0, activation_fn="relu"
     ),
-    "gpt2_tiny": dict(
-        decoder_embed_dim=64, decoder_ffn_embed_dim=64, decoder_layers=2, decoder_attention_heads=1, **GPT2
-    ),
-    "gpt2_small": dict(
-        decoder_embed_dim=1024, decoder_ffn_embed_dim=4096, decoder_layers=24, decoder_attention_heads=16, **GPT2
-    ),
-    "wiki103": dict(
-        decoder_embed_dim=1024,
-        decoder_ffn_embed_dim=4096,
-        decoder_layers=16,
-        decoder_attention_heads=8,
-        dropout=0.3,
-        attention_dropout=0.1,
-        activation_dropout=0.1,
-        adaptive_input=True,
-        tie_adaptive_weights=True,
-        adaptive_input_cutoff="20000,60000",
-        adaptive_softmax_cutoff="20000,60000",
-        adaptive_softmax_dropout=0.2,
-        no_decoder_final_norm=True,
-        tie_adaptive_proj=True,
-    ),
+    "gpt2_tiny": decoder_size(64, 64, 1, 2, **GPT2),
+    "gpt2_small": decoder_size(1024, 4096, 16, 24, **GPT2),
+    "wiki103": decoder_size(1024, 4096, 8, 16, dropout=0.3, attention_dropout=0.1, activation_dropout=0.1, **ADAPTIVE),
 }
 
 # ODE settings: option values.
@@ -74,11 +72,10 @@ ODE_SETTINGS = ("euler", "rk2", "rk2_learned", "rk4", "parallel", "nonauto", "pc
 # Architecture name: (setting, size).
 LM_ARCHITECTURES: Dict[str, Tuple[str, str]] = {
     "ode_transformer_lm": ("euler", "lm"),
-    **{f"ode_transformer_lm_{setting}": (setting, "lm") for setting in ODE_SETTINGS},
-    **{f"ode_transformer_lm_{s}_{size}": (s, size) for size in ("gpt2_tiny", "gpt2_small") for s in ODE_SETTINGS},
-    "ode_transformer_lm_euler_wiki103": ("euler", "wiki103"),
-    "ode_transformer_lm_rk2_learned_wiki103": ("rk2_learned", "wiki103"),
-    "ode_transformer_lm_pcformer_wiki103": ("pcformer", "wiki103"),
+    **named("ode_transformer_lm_{}", "lm", *ODE_SETTINGS),
+    **named("ode_transformer_lm_{}_gpt2_tiny", "gpt2_tiny", *ODE_SETTINGS),
+    **named("ode_transformer_lm_{}_gpt2_small", "gpt2_small", *ODE_SETTINGS),
+    **named("ode_transformer_lm_{}_wiki103", "wiki103", "euler", "rk2_learned", "pcformer"),
     "stable_ode_transformer_lm": ("stable", "lm"),
     **{f"stable_ode_transformer_lm_{size}": ("stable", size) for size in ("gpt2_tiny", "gpt2_small")},
 }

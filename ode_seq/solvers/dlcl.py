@@ -71,30 +71,13 @@ class DLCL(nn.Module):
 class StateHistory(nn.Module):
     """PCformer's public-code corrector: DLCL mixes (W, LN) of the predictions and (W', LN') of
     the corrections over one stack's states (see the module docstring; ``steps``: the stack's
-    corrector steps). ``weight``, ``prediction_norms``, ``corrected_weight``, ``corrected_norms``
-    name W, LN, W', LN'."""
+    corrector steps): ``prediction`` holds W and the LN, ``corrected`` W' and the LN'."""
 
     def __init__(self, steps: int, embed_dim: int) -> None:
         super().__init__()
         self.prediction = DLCL(steps, embed_dim)
         self.corrected = DLCL(steps, embed_dim)
         self.register_load_state_dict_pre_hook(rename_old_keys)
-
-    @property
-    def weight(self) -> Tensor:
-        return self.prediction.weight
-
-    @property
-    def prediction_norms(self) -> nn.ModuleList:
-        return self.prediction.layer_norms
-
-    @property
-    def corrected_weight(self) -> Tensor:
-        return self.corrected.weight
-
-    @property
-    def corrected_norms(self) -> nn.ModuleList:
-        return self.corrected.layer_norms
 
     def corrector_input(self, states: States, prediction: Tensor) -> Tensor:
         """x̃ = Σ_j W_{n+1,j} h_j with h_{n+1} = LN_{n+1}(P)."""

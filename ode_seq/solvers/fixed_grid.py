@@ -34,6 +34,7 @@ from .observers import SolveObserver
 from .tableaus import ButcherTableau
 
 StageCombination = Callable[[Sequence[Tensor]], Tensor]
+Carried = Tuple[Tensor, ...]
 
 
 class VectorField(Protocol):
@@ -162,12 +163,33 @@ class FixedGridSolver:
         observer: Optional[SolveObserver] = None,
         padding_mask: Optional[Tensor] = None,
     ) -> Tensor:
-        """y(T) from y(0) = y. Positions evolve independently on a fixed grid, so
-        ``padding_mask`` (accepted for the adaptive solver's sake) changes nothing."""
+        """y(T) from y(0) = y, each step carrying on the state the method carries (:meth:`carried_in`).
+        Positions evolve independently on a fixed grid, so ``padding_mask`` (accepted for the adaptive
+        solver's sake) changes nothing."""
+        carried = self.carried_in(field, y)
         if observer is not None:
             observer.solve_started(self, y)
         for n in range(self.steps):
-            y = self.step(field, y, n, observer)
+            y, carried = self.carried_step(field, y, n, carried, observer)
         if observer is not None:
             observer.solve_finished(y)
+        self.carried_out(carried)
         return y
+
+    def carried_in(self, field: Union[VectorField, SplitField], y: Tensor) -> Carried:
+        """The state carried into the solve's first step: none, a Runge–Kutta step reads y_n alone."""
+        return ()
+
+    def carried_step(
+        self,
+        field: Union[VectorField, SplitField],
+        y: Tensor,
+        step: int,
+        carried: Carried,
+        observer: Optional[SolveObserver] = None,
+    ) -> Tuple[Tensor, Carried]:
+        """(y_{n+1}, the state carried on) from y_n and the state ``carried`` in."""
+        return self.step(field, y, step, observer), carried
+
+    def carried_out(self, carried: Carried) -> None:
+        """Hands on the state carried out of the solve's last step: nothing to hand on here."""

@@ -24,7 +24,7 @@ then corrects with either form:
   y_{n+1} = Σ_{j ≤ n+1} W'_{n+1,j} h_j.
 
 A step is a function of the state it carries, passed in and returned (:meth:`~PredictorCorrectorSolver.
-corrected_step`): the first-stage values of the stack's steps so far (multistep), or the stack's
+carried_step`): the first-stage values of the stack's steps so far (multistep), or the stack's
 states h_0 … h_n (dlcl). The weights are the block's (α, β_j: a :class:`~.coefficients.
 MultistepCorrector`) or the stack's (W, W', LN, LN': a :class:`~.dlcl.StateHistory`), given as
 functions, as the output weights are. fairseq's stack loop hands a block x alone, so the blocks of a
@@ -36,18 +36,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from torch import Tensor
 
 from .coefficients import MultistepCorrector
 from .dlcl import StateHistory
-from .fixed_grid import FixedGridSolver, SplitField, VectorField, advance
+from .fixed_grid import Carried, FixedGridSolver, SplitField, VectorField, advance
 from .observers import SolveObserver
 
 CORRECTORS = ("none", "multistep", "dlcl")
-
-Carried = Tuple[Tensor, ...]
 
 
 class StackHistory:
@@ -96,17 +94,18 @@ class PredictorCorrectorSolver(FixedGridSolver):
         """The state carried into the stack's first step from its input y_0."""
         return () if self.states is None else (y,)
 
-    def step(
-        self,
-        field: Union[VectorField, SplitField],
-        y: Tensor,
-        step: int,
-        observer: Optional[SolveObserver] = None,
-    ) -> Tensor:
-        """Refused: a step reads and returns the state the stack carries (:meth:`corrected_step`)."""
-        raise TypeError("a predictor-corrector step needs the state the stack carries: call corrected_step with it")
+    def step(self, *args: Any, **kwargs: Any) -> Tensor:
+        """Refused: a step reads and returns the state the stack carries (:meth:`carried_step`)."""
+        raise TypeError("a predictor-corrector step needs the state the stack carries: call carried_step with it")
 
-    def corrected_step(
+    def carried_in(self, field: Union[VectorField, SplitField], y: Tensor) -> Carried:
+        """The stack's history from the blocks before (see :class:`StackHistory`), or started here
+        from the stack's input y_0 by its first block."""
+        if isinstance(field, SplitField):
+            raise TypeError("a predictor-corrector step integrates the whole field, not a split one")
+        return self.start(y) if self.starts_history else tuple(self.history.values)
+
+    def carried_step(
         self, field: VectorField, y: Tensor, step: int, carried: Carried, observer: Optional[SolveObserver] = None
     ) -> Tuple[Tensor, Carried]:
         """(y_{n+1}, the state carried on) from y_n and the state ``carried`` in."""
@@ -136,23 +135,6 @@ class PredictorCorrectorSolver(FixedGridSolver):
         first_stages += [first_stages[-1]] * (self.corrector.length - len(first_stages))
         return advance(y, self.corrector(f_hat, first_stages), self.step_size), first_stages
 
-    def solve(
-        self,
-        field: Union[VectorField, SplitField],
-        y: Tensor,
-        observer: Optional[SolveObserver] = None,
-        padding_mask: Optional[Tensor] = None,
-    ) -> Tensor:
-        """y(T) from y(0) = y, carrying the stack's history from the blocks before (see
-        :class:`StackHistory`)."""
-        if isinstance(field, SplitField):
-            raise TypeError("a predictor-corrector step integrates the whole field, not a split one")
-        carried = self.start(y) if self.starts_history else tuple(self.history.values)
-        if observer is not None:
-            observer.solve_started(self, y)
-        for n in range(self.steps):
-            y, carried = self.corrected_step(field, y, n, carried, observer)
-        if observer is not None:
-            observer.solve_finished(y)
+    def carried_out(self, carried: Carried) -> None:
+        """Hands the stack's history on to the blocks after."""
         self.history.values = carried
-        return y

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from ode_seq.cli.analyze import main as analyze
-from ode_seq.models.criteria.trajectory_distillation import TrajectoryDistillationCriterion
-from testkit.by_name import model_and_options
+from testkit.by_name import build_criterion, model_and_options
 from testkit.in_process import run_in_process
 from tests.conftest import TinyTask, build_model
 from tests.lm.conftest import TINY_LM, build_lm, lm_training_args
@@ -52,7 +51,9 @@ def iiet_lm(task, teacher, iterations):
 
 
 def criterion_for(task, path, **options):
-    return TrajectoryDistillationCriterion(task, False, 0.1, teacher_path=str(path), **{**DISTILLATION, **options})
+    return build_criterion(
+        "ode_trajectory_distillation", task, label_smoothing=0.1, teacher_path=str(path), **{**DISTILLATION, **options}
+    )
 
 
 def test_an_iiet_lm_distils_into_itself_with_zero_trajectory_loss_and_not_into_fewer_iterations(tmp_path):

@@ -3,9 +3,8 @@
 import pytest
 import torch
 
-from ode_seq.models.criteria.trajectory_distillation import TrajectoryDistillationCriterion
 from ode_seq.models.teacher import interface_parameters, load_teacher
-from testkit.by_name import model_and_options
+from testkit.by_name import build_criterion, model_and_options
 from tests.conftest import TINY, TinyTask, build_model, random_batch
 from tests.numerics import LayerEvaluations, assert_equal_up_to_rounding, assert_same_tensors
 
@@ -32,7 +31,7 @@ def sample_for(task, lengths, seed=0):
 
 
 def criterion_for(task, path, **options):
-    return TrajectoryDistillationCriterion(task, False, 0.1, teacher_path=str(path), **options)
+    return build_criterion("ode_trajectory_distillation", task, label_smoothing=0.1, teacher_path=str(path), **options)
 
 
 @pytest.fixture
@@ -128,7 +127,7 @@ def test_cross_entropy_joins_after_its_start_update(teacher_path):
 def test_missing_teacher_path_is_a_clear_error(tmp_path):
     task = TinyTask()
     with pytest.raises(ValueError, match="pass --teacher-path"):
-        TrajectoryDistillationCriterion(task, False, 0.1)
+        build_criterion("ode_trajectory_distillation", task, label_smoothing=0.1)
     with pytest.raises(FileNotFoundError, match="teacher checkpoint .*missing.pt does not exist"):
         criterion_for(task, tmp_path / "missing.pt")
 

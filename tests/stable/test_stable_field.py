@@ -12,13 +12,20 @@ from tests.conftest import TinyTask, build_model, random_batch
 from tests.numerics import assert_equal_up_to_rounding, assert_rows_sum_to_one
 
 
+def random_center_norm(width: int, seed: int, bias: bool) -> CenterNorm:
+    """CenterNorm(width) with N(0, 1) weights (and biases, with ``bias``) drawn after torch.manual_seed(seed)."""
+    torch.manual_seed(seed)
+    norm = CenterNorm(width)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(width))
+        if bias:
+            norm.bias.copy_(torch.randn(width))
+    return norm
+
+
 @pytest.mark.numerics
 def test_center_norm_equals_its_formula():
-    torch.manual_seed(0)
-    norm = CenterNorm(6)
-    with torch.no_grad():
-        norm.weight.copy_(torch.randn(6))
-        norm.bias.copy_(torch.randn(6))
+    norm = random_center_norm(6, seed=0, bias=True)
     x = torch.randn(3, 4, 6)
     w, b, z = norm.weight.double(), norm.bias.double(), x.double()  # the formula exactly, or nearly
     expected = w * (6 / 5) * (z - z.mean(-1, keepdim=True)) + b
@@ -31,10 +38,7 @@ def test_center_norm_equals_its_formula():
 
 @pytest.mark.numerics
 def test_center_norm_is_affine_and_ignores_constant_shifts():
-    torch.manual_seed(1)
-    norm = CenterNorm(8)
-    with torch.no_grad():
-        norm.weight.copy_(torch.randn(8))
+    norm = random_center_norm(8, seed=1, bias=False)
     x, y = torch.randn(5, 8), torch.randn(5, 8)
     assert_equal_up_to_rounding(norm(0.3 * x + 0.7 * y), 0.3 * norm(x) + 0.7 * norm(y), 2)  # two norms
     # x + 11 rounds at the size of 11, and the norm scales that by |w|·8/7

@@ -83,57 +83,39 @@ class TrajectoryDistillationConfig(JasminCriterionConfig):
 class TrajectoryDistillationCriterion(JasminCrossEntropyCriterion):
     """Trajectory matching to a teacher + curriculum cross-entropy + JaSMin."""
 
-    def __init__(
-        self,
-        task,
-        sentence_avg: bool,
-        label_smoothing: float,
-        ignore_prefix_size: int = 0,
-        report_accuracy: bool = False,
-        jasmin_weight: float = 1.0,
-        jasmin_k: int = 2,
-        jasmin_step_fraction: float = 0.85,
-        teacher_path: Optional[str] = None,
-        trajectory_weight: float = 1.0,
-        control_times: str = "distance",
-        control_time_temperature: float = 30.0,
-        ce_weight: float = 1.0,
-        ce_start_update: int = 0,
-        ce_warmup_updates: int = 0,
-        freeze_interface_updates: int = 0,
-    ) -> None:
+    def __init__(self, task, cfg: TrajectoryDistillationConfig) -> None:
         super().__init__(
             task,
-            sentence_avg,
-            label_smoothing,
-            ignore_prefix_size,
-            report_accuracy,
-            jasmin_weight,
-            jasmin_k,
-            jasmin_step_fraction,
+            cfg.sentence_avg,
+            cfg.label_smoothing,
+            cfg.ignore_prefix_size,
+            cfg.report_accuracy,
+            cfg.jasmin_weight,
+            cfg.jasmin_k,
+            cfg.jasmin_step_fraction,
         )
-        if control_times not in CONTROL_TIME_MODES:
+        if cfg.control_times not in CONTROL_TIME_MODES:
             raise ValueError(f"--control-times must be one of {', '.join(CONTROL_TIME_MODES)}")
-        if control_time_temperature <= 0:
-            raise ValueError(f"--control-time-temperature must be > 0, got {control_time_temperature}")
-        for option, value in (
-            ("--trajectory-weight", trajectory_weight),
-            ("--ce-weight", ce_weight),
-            ("--ce-start-update", ce_start_update),
-            ("--ce-warmup-updates", ce_warmup_updates),
-            ("--freeze-interface-updates", freeze_interface_updates),
+        if cfg.control_time_temperature <= 0:
+            raise ValueError(f"--control-time-temperature must be > 0, got {cfg.control_time_temperature}")
+        for option in (
+            "trajectory_weight",
+            "ce_weight",
+            "ce_start_update",
+            "ce_warmup_updates",
+            "freeze_interface_updates",
         ):
-            if value < 0:
-                raise ValueError(f"{option} must be >= 0, got {value}")
-        self.__dict__["_teacher"] = load_teacher(teacher_path, task)
-        self.teacher_path = teacher_path
-        self.trajectory_weight = trajectory_weight
-        self.control_time_mode = str(control_times)
-        self.control_time_temperature = control_time_temperature
-        self.ce_weight = ce_weight
-        self.ce_start_update = ce_start_update
-        self.ce_warmup_updates = ce_warmup_updates
-        self.freeze_interface_updates = freeze_interface_updates
+            if getattr(cfg, option) < 0:
+                raise ValueError(f"--{option.replace('_', '-')} must be >= 0, got {getattr(cfg, option)}")
+        self.__dict__["_teacher"] = load_teacher(cfg.teacher_path, task)
+        self.teacher_path = cfg.teacher_path
+        self.trajectory_weight = cfg.trajectory_weight
+        self.control_time_mode = str(cfg.control_times)
+        self.control_time_temperature = cfg.control_time_temperature
+        self.ce_weight = cfg.ce_weight
+        self.ce_start_update = cfg.ce_start_update
+        self.ce_warmup_updates = cfg.ce_warmup_updates
+        self.freeze_interface_updates = cfg.freeze_interface_updates
         self.source_padding_idx = task.source_dictionary.pad()
         self._distances = {stack: DistanceMean() for stack in ("encoder", "decoder")}
         self._student_checked = False
