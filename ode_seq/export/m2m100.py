@@ -137,11 +137,13 @@ def build(plain: PlainTransformer, same_dictionary: bool = True):
 def generation_config(target_positions: int, beam: int = 4, lenpen: float = 0.6, max_len_b: int = 200):
     """fairseq-generate's ``--beam --lenpen --max-len-b`` (with --max-len-a 0, --min-len 1) for a
     model of ``target_positions`` target positions: fairseq generates at most ``target_positions``
-    − 1 tokens before its </s>, so the decoder never reads more than its positions."""
+    − 1 tokens before its </s>, so the decoder never reads more than its positions. ``do_sample``
+    is said (False), so that pipelines keep the beam search instead of adding their sampling."""
     from transformers import GenerationConfig
 
     return GenerationConfig(
         num_beams=beam,
+        do_sample=False,
         length_penalty=lenpen,
         early_stopping=True,
         min_new_tokens=1,

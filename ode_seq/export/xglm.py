@@ -152,11 +152,13 @@ def generation_config(
     with. fairseq generates at most ``positions`` − 1 tokens before that </s> (its generator's
     ``max_len`` is capped at the model's positions − 1), so the model never reads more than its
     ``positions``; ``generate()`` refuses a prompt of ``max_length`` tokens or more, as
-    fairseq-interactive refuses a prompt that takes more than ``positions`` with its start token."""
+    fairseq-interactive refuses a prompt that takes more than ``positions`` with its start token.
+    ``do_sample`` is said (False): ``pipeline("text-generation")`` samples where the config is silent."""
     from transformers import GenerationConfig
 
     return GenerationConfig(
         num_beams=beam,
+        do_sample=False,
         length_penalty=lenpen,
         early_stopping=True,
         min_length=2,
