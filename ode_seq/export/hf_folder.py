@@ -30,7 +30,8 @@ TOKENIZERS = ("moses",)
 @dataclass(frozen=True)
 class TextProcessing:
     """fairseq-interactive's ``--tokenizer`` (None or ``moses``, with its ``--source-lang`` and
-    ``--target-lang``: fairseq's defaults are en); for a language model, the token its prompts
+    ``--target-lang``: fairseq's defaults are en, and ``--moses-no-dash-splits``,
+    ``--moses-no-escape``); for a language model, the token its prompts
     start from (</s> = 2, or <s> = 0 with ``--add-bos-token``; None for a translation model, whose
     sources end with </s>); ``max_positions``: the most tokens
     fairseq-interactive accepts in one input (a source with its </s>: the model's source positions;
@@ -41,6 +42,8 @@ class TextProcessing:
     target_lang: str = "en"
     prompt_start: Optional[int] = None
     max_positions: Optional[int] = None
+    moses_no_dash_splits: bool = False
+    moses_no_escape: bool = False
 
 
 def save_folder(model, generation_config, dictionary, spm: Optional[str], text: TextProcessing, output: str) -> None:

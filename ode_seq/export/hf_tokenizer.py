@@ -7,7 +7,8 @@ settings say ``moses``; never fairseq or ode-seq.
 
 Text is processed as ``fairseq-interactive`` does with the same ``--tokenizer`` and ``--bpe
 sentencepiece`` (:class:`FairseqText`). Encoding: Moses tokenisation of the source language
-(aggressive dash splits, XML escapes: fairseq's defaults) if set, then SentencePiece pieces (or the
+(aggressive dash splits and XML escapes, fairseq's defaults, unless the settings say
+``moses_no_dash_splits``, ``moses_no_escape``) if set, then SentencePiece pieces (or the
 whitespace tokens), each looked up in fairseq's dictionary (<s> 0, <pad> 1, </s> 2, <unk> 3, then
 dict.txt in order). A translation source gets </s> appended, batches right-padded; a language
 model prompt (the settings name its ``prompt_start`` token, fairseq's LMs: </s>) starts with that
@@ -77,7 +78,8 @@ def sentencepiece_model(path: str):
 
 class FairseqText:
     """fairseq-interactive's text processing: text ↔ dictionary symbols and ids. ``settings``:
-    ``fairseq_tokenizer.json``'s path (``tokenizer``, ``source_lang``, ``target_lang``;
+    ``fairseq_tokenizer.json``'s path (``tokenizer``, ``source_lang``, ``target_lang``,
+    ``moses_no_dash_splits``, ``moses_no_escape``;
     ``prompt_start``, None for a translation model; ``max_positions``, None for no limit)."""
 
     def __init__(self, dictionary: str, settings: Optional[str] = None, spm: Optional[str] = None) -> None:
@@ -94,12 +96,16 @@ class FairseqText:
         self.moses = (
             moses(options["source_lang"], options["target_lang"]) if options.get("tokenizer") == "moses" else None
         )
+        self.moses_options = {
+            "aggressive_dash_splits": not options.get("moses_no_dash_splits", False),
+            "escape": not options.get("moses_no_escape", False),
+        }
         self.spm = sentencepiece_model(spm) if spm is not None and os.path.exists(spm) else None
 
     def pieces(self, text: str) -> List[str]:
         """The symbols of ``text`` (Moses, then SentencePiece, as set), unknown ones included."""
         if self.moses is not None:
-            text = self.moses[0].tokenize(text, aggressive_dash_splits=True, return_str=True, escape=True)
+            text = self.moses[0].tokenize(text, return_str=True, **self.moses_options)
         return self.spm.encode(text, out_type=str) if self.spm is not None else text.split()
 
     def ids(self, text: str) -> List[int]:

@@ -62,17 +62,15 @@ def test_sentencepiece_text_round_trips_through_fairseqs_dictionary_ids(tmp_path
     assert prompts["attention_mask"][0].tolist() == [0] * (len(expected) - bird) + [1] * bird
 
 
-@pytest.fixture
-def interactive(tmp_path):
+@pytest.fixture(params=[False, True], ids=["moses-defaults", "moses-no-dash-splits-no-escape"])
+def interactive(tmp_path, request):
     """fairseq-interactive's encode_fn, decode_fn and dictionary for ``--source-lang en
-    --target-lang es --tokenizer moses --bpe sentencepiece``, and the exported tokenizer."""
-    moses = encoders.build_tokenizer(
-        Namespace(
-            tokenizer="moses", source_lang="en", target_lang="es", moses_no_dash_splits=False, moses_no_escape=False
-        )
-    )
+    --target-lang es --tokenizer moses --bpe sentencepiece`` (and ``--moses-no-dash-splits
+    --moses-no-escape``, as the language demo tokenises), and the exported tokenizer."""
+    options = dict(moses_no_dash_splits=request.param, moses_no_escape=request.param)
+    moses = encoders.build_tokenizer(Namespace(tokenizer="moses", source_lang="en", target_lang="es", **options))
     tokenized = [moses.encode(line) for line in SPANISH + TEXT[:3]]
-    _, dictionary = _folder(tmp_path, tokenized, 120, TextProcessing("moses", "en", "es"))
+    _, dictionary = _folder(tmp_path, tokenized, 120, TextProcessing("moses", "en", "es", **options))
     bpe = encoders.build_bpe(Namespace(bpe="sentencepiece", sentencepiece_model=str(tmp_path / "spm.model")))
     return (
         lambda x: bpe.encode(moses.encode(x)),
