@@ -224,6 +224,7 @@ class FairseqTokenizer(FairseqText):
     def __init__(self, folder: str) -> None:
         paths = (os.path.join(folder, name) for name in (DICTIONARY, SETTINGS, SENTENCEPIECE))
         super().__init__(*paths)
+        self.bos, self.pad, self.eos, self.unk = BOS, PAD, EOS, UNK
 
     def tokens(self, text: str) -> List[int]:
         return self.ids(text)
