@@ -31,11 +31,11 @@ TOKENIZERS = ("moses",)
 class TextProcessing:
     """fairseq-interactive's ``--tokenizer`` (None or ``moses``, with its ``--source-lang`` and
     ``--target-lang``: fairseq's defaults are en, and ``--moses-no-dash-splits``,
-    ``--moses-no-escape``); for a language model, the token its prompts
-    start from (</s> = 2, or <s> = 0 with ``--add-bos-token``; None for a translation model, whose
-    sources end with </s>); ``max_positions``: the most tokens
-    fairseq-interactive accepts in one input (a source with its </s>: the model's source positions;
-    a prompt with its start token: a language model's positions), None for no limit."""
+    ``--moses-no-escape``); for a language model, the token its prompts start from (</s> = 2, or
+    <s> = 0 with ``--add-bos-token``; None for a translation model, whose sources end with </s>);
+    ``max_positions``: the most tokens fairseq-interactive accepts in one input (a source with its
+    </s>: the model's source positions; a prompt with its start token: a language model's
+    positions), None for no limit."""
 
     tokenizer: Optional[str] = None
     source_lang: str = "en"

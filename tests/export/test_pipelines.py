@@ -41,13 +41,15 @@ for kind, (folder, task, text) in json.loads(sys.stdin.read()).items():
     inputs = tokenizer([text], return_tensors="pt")
     generated = model.generate(**inputs)[0]
     key = "generated_text" if task == "text-generation" else "translation_text"
+    run = pipeline(task, model=folder, trust_remote_code=True)
     results[kind] = {
         "classes": [type(tokenizer).__name__, type(model).__name__],
         "ids": inputs["input_ids"][0].tolist(),
         "decoded": tokenizer.decode(inputs["input_ids"][0], skip_special_tokens=True),
         "generated": generated.tolist(),
         "generated_text": tokenizer.decode(generated, skip_special_tokens=True),
-        "pipeline_text": pipeline(task, model=folder, trust_remote_code=True)(text)[0][key],
+        "pipeline_text": run(text)[0][key],
+        "pipeline_texts": [r[0][key] if task == "text-generation" else r[key] for r in run([text, text])],
     }
 print(json.dumps(results))
 """
@@ -121,3 +123,4 @@ def test_pipeline_gives_the_text_generate_gives_fairseqs_hypothesis(offline, kin
     assert result["generated"][1 : len(hypothesis) + 1] == hypothesis.tolist()  # after the start token
     words = " ".join(dictionary[i] for i in hypothesis[:-1])
     assert result["pipeline_text"] == result["generated_text"] == words
+    assert result["pipeline_texts"] == [words, words]  # a list of inputs: one record (or list) each
