@@ -5,9 +5,11 @@
 - ``--to ctranslate2``: a CTranslate2 model directory (CTranslate2's fairseq converter): a
   ``Translator``, or a ``Generator`` for a language model;
 - ``--to hf``: a Hugging Face folder (safetensors) with the dictionary, the SentencePiece model if
-  given, and a tokenizer that needs transformers only (``--tokenizer moses`` as
-  fairseq-interactive's): ``M2M100ForConditionalGeneration`` for a translation model,
-  ``XGLMForCausalLM`` for a language model; an ODE model with Runge–Kutta blocks becomes M2M100 or
+  given, and a tokenizer that needs transformers only (``--tokenizer moses``,
+  ``--moses-no-dash-splits``, ``--moses-no-escape`` as fairseq-interactive's), loaded by
+  ``AutoTokenizer`` (``trust_remote_code=True``): ``M2M100ForConditionalGeneration`` for a
+  translation model (with its ``pipeline("translation")``), ``XGLMForCausalLM`` for a language
+  model (``pipeline("text-generation")``); an ODE model with Runge–Kutta blocks becomes M2M100 or
   XGLM with custom code (``trust_remote_code=True``) running ode-seq's solver core.
 
 Exportable to fairseq and ctranslate2: Euler ODE Transformers and language models whose steps are
