@@ -5,9 +5,11 @@
 - ``--to ctranslate2``: a CTranslate2 model directory (CTranslate2's fairseq converter): a
   ``Translator``, or a ``Generator`` for a language model;
 - ``--to hf``: a Hugging Face folder (safetensors) with the dictionary, the SentencePiece model if
-  given, and a tokenizer that needs transformers only (``--tokenizer moses`` as
-  fairseq-interactive's): ``M2M100ForConditionalGeneration`` for a translation model,
-  ``XGLMForCausalLM`` for a language model; an ODE model with Runge–Kutta blocks becomes M2M100 or
+  given, and a tokenizer that needs transformers only (``--tokenizer moses``,
+  ``--moses-no-dash-splits``, ``--moses-no-escape`` as fairseq-interactive's), loaded by
+  ``AutoTokenizer`` (``trust_remote_code=True``): ``M2M100ForConditionalGeneration`` for a
+  translation model (with its ``pipeline("translation")``), ``XGLMForCausalLM`` for a language
+  model (``pipeline("text-generation")``); an ODE model with Runge–Kutta blocks becomes M2M100 or
   XGLM with custom code (``trust_remote_code=True``) running ode-seq's solver core.
 
 Exportable to fairseq and ctranslate2: Euler ODE Transformers and language models whose steps are
@@ -77,6 +79,8 @@ def parse_args(argv: Optional[List[str]], prog: str = "python -m ode_seq.cli.exp
         help="--to hf: the folder's tokenizer (de)tokenises as fairseq-interactive --tokenizer does "
         "(moses: the task's --source-lang/--target-lang, en for a language model)",
     )
+    for option, what in (("--moses-no-dash-splits", "dash splits"), ("--moses-no-escape", "XML escapes")):
+        p.add_argument(option, action="store_true", help=f"--tokenizer moses without {what}, as fairseq's option")
     args = p.parse_args(argv)
     for side in ("encoder", "decoder"):
         steps = getattr(args, f"{side}_steps")
@@ -85,6 +89,12 @@ def parse_args(argv: Optional[List[str]], prog: str = "python -m ode_seq.cli.exp
     for option, value in (("--spm", args.spm), ("--tokenizer", args.tokenizer)):
         if value is not None and args.to != "hf":
             p.error(f"{option} is for --to hf (the folder's tokenizer); --to {args.to} does not tokenize")
+    for option, value in (
+        ("--moses-no-dash-splits", args.moses_no_dash_splits),
+        ("--moses-no-escape", args.moses_no_escape),
+    ):
+        if value and args.tokenizer != "moses":
+            p.error(f"{option} is an option of --tokenizer moses; add --tokenizer moses (with --to hf)")
     return args
 
 
@@ -176,9 +186,11 @@ def task_option(task, name: str) -> Any:
 
 
 def text_processing(args: argparse.Namespace, task) -> TextProcessing:
-    """fairseq-interactive's --tokenizer with the task's languages (fairseq's default en without)."""
+    """fairseq-interactive's --tokenizer and its Moses options, with the task's languages (fairseq's
+    default en without)."""
     languages = {side: task_option(task, side) or "en" for side in ("source_lang", "target_lang")}
-    return TextProcessing(args.tokenizer, **languages)
+    moses = {name: getattr(args, name) for name in ("moses_no_dash_splits", "moses_no_escape")}
+    return TextProcessing(args.tokenizer, **languages, **moses)
 
 
 def write_directory(args: argparse.Namespace, model, options, task) -> PlainTransformer:

@@ -73,6 +73,7 @@ def test_a_data_directory_without_dictionaries_is_refused_naming_data(tmp_path, 
         (["--spm", "spm.model"], r"--spm is for --to hf"),
         (["--to", "ctranslate2", "--tokenizer", "moses"], r"--tokenizer is for --to hf"),
         (["--to", "hf", "--tokenizer", "spacy"], r"invalid choice: 'spacy'"),
+        (["--to", "hf", "--moses-no-escape"], r"--moses-no-escape is an option of --tokenizer moses"),
         (["--decoder-steps", "0"], r"--decoder-steps must be a positive number"),
     ],
 )
@@ -91,3 +92,5 @@ def test_moses_settings_take_the_translation_tasks_languages():
     task = TranslationTask.setup_task(TranslationConfig(data=str(FIXTURES), source_lang="src", target_lang="tgt"))
     args = parse_args(["--to", "hf", "--tokenizer", "moses", "--path", "ckpt.pt", "--output", "hf"])
     assert text_processing(args, task) == TextProcessing("moses", source_lang="src", target_lang="tgt")
+    args = parse_args(["--to", "hf", "--tokenizer", "moses", "--moses-no-dash-splits", "--path", "c", "--output", "h"])
+    assert text_processing(args, task) == TextProcessing("moses", "src", "tgt", moses_no_dash_splits=True)

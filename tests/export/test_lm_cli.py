@@ -108,7 +108,7 @@ def test_nonautonomous_lm_to_hf_is_xglm_at_the_steps_asked_with_the_moses_tokeni
     assert main([*export, "--output", str(folder)]) == 0
     settings = json.loads((folder / "fairseq_tokenizer.json").read_text())
     expected = {"tokenizer": "moses", "source_lang": "en", "target_lang": "en", "prompt_start": 2, "max_positions": 64}
-    assert settings == expected
+    assert settings == {**expected, "moses_no_dash_splits": False, "moses_no_escape": False}
     hf = AutoModelForCausalLM.from_pretrained(str(folder)).eval()
     assert type(hf).__name__ == "XGLMForCausalLM" and hf.config.num_layers == 3
     (model,), _, _ = checkpoint_utils.load_model_ensemble_and_task(
