@@ -8,20 +8,10 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from ode_seq.transformers import ODELlamaConfig, ODELlamaDecoderLayer, ODELlamaForCausalLM
-from tests.numerics import assert_computes
+from ode_seq.transformers import ODELlamaConfig, ODELlamaForCausalLM
+from tests.numerics import assert_computes, assert_equal_up_to_rounding
+from tests.transformers.ode_models import LLAMA_SIZES as TINY  # std 0.5: see ode_models.py
 
-# Weights of std 0.5, not Llama's 0.02: a field that small is nearly linear, and every method's
-# step would come out within rounding of every other's.
-TINY = dict(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=64,
-    initializer_range=0.5,
-)
 TOKENS = torch.randint(0, TINY["vocab_size"], (2, 7), generator=torch.Generator().manual_seed(0))
 
 
@@ -54,7 +44,7 @@ def test_euler_with_one_step_per_layer_is_llama(attention_mask):
         assert_computes(ode, lambda: ode(TOKENS, attention_mask=attention_mask).logits, expected)
 
 
-def field(layer: ODELlamaDecoderLayer, position_embeddings) -> Callable[[torch.Tensor], torch.Tensor]:
+def field(layer: torch.nn.Module, position_embeddings) -> Callable[[torch.Tensor], torch.Tensor]:
     """F(z) = a(z) + m(z + a(z)), a and m the layer's own sublayers called directly."""
 
     def attention(x: torch.Tensor) -> torch.Tensor:
@@ -120,15 +110,20 @@ def test_a_llamas_weights_load_into_the_ode_model_under_the_same_names(tmp_path)
     assert all(torch.equal(tensor, expected[name]) for name, tensor in ode.state_dict().items())
 
 
-def test_a_cache_is_refused_naming_what_is_not_supported_yet():
-    model = tiny_ode_llama()
-    with pytest.raises(NotImplementedError, match="keeps no key/value cache yet .* use_cache=False"):
-        model(TOKENS, use_cache=True)
-
-
-def test_coefficients_it_does_not_support_yet_are_refused():
-    with pytest.raises(ValueError, match="ode_coefficients 'ema' is not supported by ODELlamaConfig yet; choose"):
-        tiny_ode_llama(decoder_ode_method="heun", ode_coefficients="ema")
+def test_a_llama_folder_upcycles_without_options_and_generates_with_the_cache(tmp_path):
+    """A Llama folder's config says use_cache: true; the ODE model keeps its caches and
+    decodes with them as it decodes without (the logits of each step up to rounding over the
+    4 layer evaluations of a position; float64, see ode_models.py)."""
+    tiny_llama().save_pretrained(tmp_path)
+    model = ODELlamaForCausalLM.from_pretrained(tmp_path, decoder_ode_method="heun").eval().double()
+    assert (model.config.use_cache, model.config.model_type) == (True, "ode_llama")
+    options = dict(max_new_tokens=4, do_sample=False, return_dict_in_generate=True, output_logits=True)
+    cached, uncached = (
+        model.generate(TOKENS, attention_mask=torch.ones_like(TOKENS), use_cache=use_cache, pad_token_id=0, **options)
+        for use_cache in (True, False)
+    )
+    assert torch.equal(cached.sequences, uncached.sequences)
+    assert_equal_up_to_rounding(torch.stack(cached.logits), torch.stack(uncached.logits), 4, torch.float32)
 
 
 def test_upcycling_into_learned_coefficients_adds_only_the_gates(tmp_path):
