@@ -7,7 +7,7 @@ compared at float32 rounding (tests/numerics.py): in float32 these weights ampli
 rounding past that bound (measured: up to 4e-4 of logits of size 11 for 2 RK4 steps of Llama).
 """
 
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
@@ -78,3 +78,40 @@ def assert_incremental_equals_full(model: PreTrainedModel, prompt: int = 3) -> N
         full = model(TOKENS, attention_mask=LEFT_PADDED, use_cache=False).logits
     incremental = incremental_logits(model, TOKENS, LEFT_PADDED, prompt)
     assert_equal_up_to_rounding(incremental, full, field_evaluations(model.config), torch.float32)
+
+
+Function = Callable[[torch.Tensor], torch.Tensor]
+
+
+def sublayers(layer: torch.nn.Module, position_embeddings: Any) -> Tuple[Function, Function]:
+    """(a, m) of a Llama-family layer, its own modules called directly: a(x) = SelfAttn(RMSNorm₁ x)
+    (causal, no padding), m(x) = MLP(RMSNorm₂ x)."""
+
+    def attention(x: torch.Tensor) -> torch.Tensor:
+        normed = layer.input_layernorm(x)
+        return layer.self_attn(normed, attention_mask=None, position_embeddings=position_embeddings)[0]
+
+    def mlp(x: torch.Tensor) -> torch.Tensor:
+        return layer.mlp(layer.post_attention_layernorm(x))
+
+    return attention, mlp
+
+
+def field(layer: torch.nn.Module, position_embeddings: Any) -> Function:
+    """F(z) = a(z) + m(z + a(z)), a and m the layer's own sublayers called directly."""
+    attention, mlp = sublayers(layer, position_embeddings)
+    return lambda z: attention(z) + mlp(z + attention(z))
+
+
+def heun(F: Function, y: torch.Tensor) -> torch.Tensor:
+    k1 = F(y)
+    k2 = F(y + k1)
+    return y + (k1 + k2) / 2
+
+
+def rk4(F: Function, y: torch.Tensor) -> torch.Tensor:
+    k1 = F(y)
+    k2 = F(y + k1 / 2)
+    k3 = F(y + k2 / 2)
+    k4 = F(y + k3)
+    return y + (k1 + 2 * k2 + 2 * k3 + k4) / 6

@@ -2,8 +2,6 @@
 transformers' Llama, RK2 and RK4 blocks are their formulas over the layer's own sublayers, and a
 Llama's weights load into it unchanged (upcycling)."""
 
-from typing import Callable
-
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
@@ -11,6 +9,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaFor
 from ode_seq.transformers import ODELlamaConfig, ODELlamaForCausalLM
 from tests.numerics import assert_computes, assert_equal_up_to_rounding
 from tests.transformers.ode_models import LLAMA_SIZES as TINY  # std 0.5: see ode_models.py
+from tests.transformers.ode_models import field, heun, rk4
 
 TOKENS = torch.randint(0, TINY["vocab_size"], (2, 7), generator=torch.Generator().manual_seed(0))
 
@@ -42,33 +41,6 @@ def test_euler_with_one_step_per_layer_is_llama(attention_mask):
     with torch.no_grad():
         expected = llama(TOKENS, attention_mask=attention_mask).logits
         assert_computes(ode, lambda: ode(TOKENS, attention_mask=attention_mask).logits, expected)
-
-
-def field(layer: torch.nn.Module, position_embeddings) -> Callable[[torch.Tensor], torch.Tensor]:
-    """F(z) = a(z) + m(z + a(z)), a and m the layer's own sublayers called directly."""
-
-    def attention(x: torch.Tensor) -> torch.Tensor:
-        normed = layer.input_layernorm(x)
-        return layer.self_attn(normed, attention_mask=None, position_embeddings=position_embeddings)[0]
-
-    def mlp(x: torch.Tensor) -> torch.Tensor:
-        return layer.mlp(layer.post_attention_layernorm(x))
-
-    return lambda z: attention(z) + mlp(z + attention(z))
-
-
-def heun(F, y):
-    k1 = F(y)
-    k2 = F(y + k1)
-    return y + (k1 + k2) / 2
-
-
-def rk4(F, y):
-    k1 = F(y)
-    k2 = F(y + k1 / 2)
-    k3 = F(y + k2 / 2)
-    k4 = F(y + k3)
-    return y + (k1 + 2 * k2 + 2 * k3 + k4) / 6
 
 
 @pytest.mark.parametrize("method, formula", [("heun", heun), ("rk4", rk4)])
