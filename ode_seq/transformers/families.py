@@ -112,6 +112,10 @@ class ODEWeights:
         init_ode_weights(module, stage_gates(self), self.config)
 
 
+# What both pre-trained classes of every family add to the family's own, first in their bases.
+PRETRAINED_MIXINS: Tuple[type, ...] = (ODEWeights,)
+
+
 def new_class(name: str, bases: Tuple[type, ...], doc: str, **attributes: Any) -> type:
     """A class ``name`` of this module (what pickling, ``auto_map`` and reprs look it up by)."""
     return type(name, bases, dict(__module__=__name__, __qualname__=name, __doc__=doc, **attributes))
@@ -146,9 +150,11 @@ def ode_classes(family: Family) -> Tuple[type, type, type]:
         self.post_init()
 
     doc = f"{family.model.__name__} whose decoder layers are ODE blocks."
-    model_class = new_class(f"{prefix}Model", (ODEWeights, family.model), doc, __init__=init_model, **common)
+    model_class = new_class(f"{prefix}Model", (*PRETRAINED_MIXINS, family.model), doc, __init__=init_model, **common)
     doc = f"{family.causal_lm.__name__} over an {prefix}Model."
-    lm_class = new_class(f"{prefix}ForCausalLM", (ODEWeights, family.causal_lm), doc, __init__=init_causal_lm, **common)
+    lm_class = new_class(
+        f"{prefix}ForCausalLM", (*PRETRAINED_MIXINS, family.causal_lm), doc, __init__=init_causal_lm, **common
+    )
     return config_class, model_class, lm_class
 
 

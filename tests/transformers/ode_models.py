@@ -31,7 +31,11 @@ FAMILY_SIZES: Dict[str, Tuple[str, Dict[str, Any]]] = {
     "llama": ("llama", LLAMA_SIZES),
     "qwen2": ("qwen2", LLAMA_SIZES),
     "mistral": ("mistral", dict(LLAMA_SIZES, sliding_window=4)),
-    "gpt2": ("gpt2", dict(n_embd=32, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=64, initializer_range=0.5)),
+    "gpt2": (
+        "gpt2",
+        dict(n_embd=32, n_layer=2, n_head=4, vocab_size=VOCAB, n_positions=64, initializer_range=0.5)
+        | dict(bos_token_id=1, eos_token_id=2),
+    ),
 }
 TOKENS = torch.randint(3, VOCAB, (2, 9), generator=torch.Generator().manual_seed(0))
 LEFT_PADDED = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1, 1], [1] * 9])

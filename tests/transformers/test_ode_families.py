@@ -69,3 +69,18 @@ def test_a_gpt2_block_is_heun_over_its_own_sublayers():
 
     with torch.no_grad():
         assert_equal_up_to_rounding(block(y), heun(F, y), 2, torch.float32)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_familys_ode_model_saves_and_reloads_through_the_auto_class(tmp_path, family):
+    """With its settings and its solver weights (one shared gate, a corrector per block)."""
+    ode = dict(decoder_ode_method="rk3", ode_coefficients="learned-shared", decoder_ode_corrector="multistep")
+    model = ode_model(family, **ode)
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float64).eval()
+    assert type(reloaded) is type(model)
+    assert {name: getattr(reloaded.config, name) for name in ode} == ode
+    with torch.no_grad():
+        expected = model(TOKENS).logits
+        actual = reloaded(TOKENS).logits
+    assert_equal_up_to_rounding(actual, expected, field_evaluations(model.config), torch.float32)
