@@ -87,6 +87,7 @@ class ODEDecoderBlock:
         return arguments.pop("cache", None), arguments
 
     def forward(self, hidden_states: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        """y(T) from y(0) = ``hidden_states``, the arguments as the family's model passes its layers."""
         cache, attention = self.attention_arguments(hidden_states, args, kwargs)
         caches = None if cache is None else StageCaches(cache, self.layer_idx, self.solver.steps * self.evaluations)
 
@@ -114,9 +115,10 @@ class ODEDecoderBlock:
 def init_ode_weights(module: nn.Module, gates: List[nn.Module], config: Any) -> None:
     """ode-seq's initial values of the weights a block's solver owns, for a model built from a
     config and for the weights an upcycled checkpoint lacks (transformers initialises only those
-    missing, and leaves modules it does not know, or gives them normal(0, initializer_range)):
-    a gate's projection ``gates`` Xavier-uniform with β = 0; free weights b (``free``) or 1
-    (``free-ones``); EMA β = ½; a multistep corrector's α, β_j = 1/(m + 2)."""
+    missing; it would give a gate's Linear normal(0, initializer_range), and leave the parameters
+    of modules it does not know as allocated: measured, free, EMA and corrector weights of about
+    ±1e32): a gate's projection (one of ``gates``) Xavier-uniform with β = 0; free weights b
+    (``free``) or 1 (``free-ones``); EMA β = ½; a multistep corrector's α, β_j = 1/(m + 2)."""
     if any(module is gate.proj for gate in gates):
         init.xavier_uniform_(module.weight)
         init.zeros_(module.bias)
