@@ -89,6 +89,11 @@ def check_settings(config: Any) -> None:
         raise ValueError(f"decoder_ode_interval must be > 0, got {config.decoder_ode_interval}")
     if config.decoder_ode_corrector_history < 0:
         raise ValueError(f"decoder_ode_corrector_history must be >= 0, got {config.decoder_ode_corrector_history}")
+    if getattr(config, "add_cross_attention", False):
+        raise ValueError(
+            "add_cross_attention: an ODE decoder block integrates self-attention and MLP only; "
+            "build it with add_cross_attention=False"
+        )
     if config.ode_scope == "sublayer" and config.ode_field != "residual-branch":
         raise ValueError(
             f"ode_scope 'sublayer' gives each sublayer its own update, which ode_field {config.ode_field!r} "

@@ -84,3 +84,8 @@ def test_a_familys_ode_model_saves_and_reloads_through_the_auto_class(tmp_path, 
         expected = model(TOKENS).logits
         actual = reloaded(TOKENS).logits
     assert_equal_up_to_rounding(actual, expected, field_evaluations(model.config), torch.float32)
+
+
+def test_gpt2_with_cross_attention_is_refused_naming_the_option():
+    with pytest.raises(ValueError, match="add_cross_attention: an ODE decoder block .* add_cross_attention=False"):
+        ode_model("gpt2", add_cross_attention=True)
