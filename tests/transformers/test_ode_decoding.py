@@ -1,7 +1,8 @@
 """Exact step-by-step decoding of ode_seq.transformers' models: one key/value cache per evaluation
 (layer, step, stage) in transformers' DynamicCache, so the logits of a cached pass equal the full
 pass's and generate() (greedy, seeded sampling, beam search with its cache reordering, left-padded
-batches) equals decoding without a cache, for every decoder ODE setting and every family."""
+batches, prompt lookup with its cache cropping) equals decoding without a cache, for every decoder
+ODE setting and every family."""
 
 import pytest
 import torch
@@ -149,3 +150,15 @@ def test_a_static_cache_is_refused_naming_the_dynamic_one():
     model = ode_model("llama", decoder_ode_method="heun")
     with pytest.raises(ValueError, match="one key/value cache per evaluation in a dynamic cache; .* DynamicCache"):
         model.generate(TOKENS, attention_mask=LEFT_PADDED, cache_implementation="static", **GENERATE)
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral"])
+def test_prompt_lookup_decoding_crops_the_caches_and_equals_greedy(family):
+    """Prompt lookup proposes 3 tokens copied from the prompt and crops the cache back where the
+    model rejects them (measured: crops by 3 positions); Mistral's window (4) is shorter than the
+    repeated prompt (18), so its sliding layer records and crops its past."""
+    model = ode_model(family, **SETTINGS["rk4-2-steps"])
+    prompt = TOKENS[1:2].repeat(1, 2)
+    options = dict(max_new_tokens=8, do_sample=False, pad_token_id=0, eos_token_id=None)
+    expected = greedy_without_cache(model, prompt, torch.ones_like(prompt), options["max_new_tokens"])
+    assert torch.equal(model.generate(prompt, prompt_lookup_num_tokens=3, **options), expected)
