@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
+from ode_seq.solvers.tableaus import TABLEAUS
 from tests.numerics import assert_equal_up_to_rounding
 from tests.transformers.ode_models import (
     LEFT_PADDED,
@@ -17,15 +18,14 @@ from tests.transformers.ode_models import (
     ode_model,
 )
 
-# Every decoder ODE setting (ode_seq.transformers.settings), each away from its default: tableaus
-# of every stage count (1 … 5; the caches depend on the count, the formula tests on the rest).
+# Every decoder ODE setting (ode_seq.transformers.settings), each away from its default; every tableau.
 SETTINGS = {
-    **{method: dict(decoder_ode_method=method) for method in ("euler", "heun", "rk3", "rk4", "iie4")},
+    **{method: dict(decoder_ode_method=method) for method in TABLEAUS},
     "rk4-2-steps": dict(decoder_ode_method="rk4", decoder_ode_steps=2),
     "heun-3-steps-over-2": dict(decoder_ode_method="heun", decoder_ode_steps=3, decoder_ode_interval=2.0),
     **{
         f"rk3-{mode}": dict(decoder_ode_method="rk3", ode_coefficients=mode)
-        for mode in ("learned", "learned-shared", "free", "ema")
+        for mode in ("learned", "learned-shared", "free", "free-ones", "ema")
     },
     "parallel-branch": dict(decoder_ode_method="heun", ode_field="parallel-branch"),
     "whole-layer": dict(decoder_ode_method="heun", ode_field="whole-layer"),
