@@ -18,8 +18,9 @@ that every family's config carries, a factory of those configs, and the checks o
 
 from typing import Any, Dict, Tuple
 
-from ode_seq.fields import FIELD_FORMS
+from ode_seq.fields import FIELD_FORMS, SCOPES
 from ode_seq.solvers.coefficients import COEFFICIENT_MODES
+from ode_seq.solvers.predictor_corrector import CORRECTORS
 from ode_seq.solvers.tableaus import TABLEAUS
 
 # name: (type, default)
@@ -33,8 +34,8 @@ ODE_SETTINGS: Dict[str, Tuple[type, Any]] = {
     "decoder_ode_corrector": (str, "none"),
     "decoder_ode_corrector_history": (int, 3),
 }
-SCOPES = ("block", "sublayer")
-DECODER_CORRECTORS = ("none", "multistep")
+# The public code's DLCL corrector exists for encoders only (as ode-seq's decoders).
+DECODER_CORRECTORS = tuple(corrector for corrector in CORRECTORS if corrector != "dlcl")
 
 
 def ode_config_class(base: type, model_type: str, name: str, module: str) -> type:
