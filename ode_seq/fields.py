@@ -30,6 +30,9 @@ from typing import Callable, Optional, Sequence
 from torch import Tensor
 
 FIELD_FORMS = ("residual-branch", "parallel-branch", "whole-layer")
+# What one Runge–Kutta update integrates: the whole layer's F (block), or each sublayer's branch in
+# turn (sublayer: RK-sublayer, a Lie–Trotter splitting of the residual-branch field).
+SCOPES = ("block", "sublayer")
 
 Branch = Callable[[Tensor], Tensor]
 

@@ -1,7 +1,8 @@
 """The custom code of an exported Hugging Face folder (``trust_remote_code=True``): the model's
 files from :mod:`.remote_code` and, copied unchanged, the files of ode-seq they import (``CARRIED``:
 the solver core with PCformer's predictor–corrector steps and DLCL, the builder of a stack's
-solvers, and the layer field, which import only torch and each other)."""
+solvers, the layer field, and the per-evaluation key/value caches of :mod:`ode_seq.transformers`,
+which import only torch, transformers and each other)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ CARRIED = tuple(
         ("solvers", "observers.py"),
         ("solvers", "coefficients.py"),
         ("fields.py",),
+        ("transformers", "stage_caches.py"),
     )
 )
 SHARED_CODE = ("ode_layers.py",)

@@ -30,7 +30,6 @@ from torch.func import functional_call
 
 from ..fields import Sublayer, feed_forward
 
-SCOPES = ("block", "sublayer")
 EXTRAS = {
     "attn_ln": "--scale-attn",
     "ffn_layernorm": "--scale-fc",

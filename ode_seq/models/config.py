@@ -16,12 +16,11 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
 
-from ode_seq.fields import FIELD_FORMS
+from ode_seq.fields import FIELD_FORMS, SCOPES
 from ode_seq.layers import LAYER_KINDS
 from ode_seq.layers.blocks import BlockClasses
 from ode_seq.layers.kind import LayerKind
 from ode_seq.layers.layer_history import HISTORY_TYPES
-from ode_seq.layers.sublayers import SCOPES
 from ode_seq.options import SIDES, check_choice, choices_of, flag, option, option_name, read_options
 from ode_seq.solvers import ADAPTIVE_METHODS, COEFFICIENT_MODES, CORRECTORS, TABLEAUS, ButcherTableau, get_tableau
 

@@ -2,26 +2,15 @@
 transformers' Llama, RK2 and RK4 blocks are their formulas over the layer's own sublayers, and a
 Llama's weights load into it unchanged (upcycling)."""
 
-from typing import Callable
-
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from ode_seq.transformers import ODELlamaConfig, ODELlamaDecoderLayer, ODELlamaForCausalLM
-from tests.numerics import assert_computes
+from ode_seq.transformers import ODELlamaConfig, ODELlamaForCausalLM
+from tests.numerics import assert_computes, assert_equal_up_to_rounding
+from tests.transformers.ode_models import LLAMA_SIZES as TINY  # std 0.5: see ode_models.py
+from tests.transformers.ode_models import field, heun, rk4
 
-# Weights of std 0.5, not Llama's 0.02: a field that small is nearly linear, and every method's
-# step would come out within rounding of every other's.
-TINY = dict(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=64,
-    initializer_range=0.5,
-)
 TOKENS = torch.randint(0, TINY["vocab_size"], (2, 7), generator=torch.Generator().manual_seed(0))
 
 
@@ -52,33 +41,6 @@ def test_euler_with_one_step_per_layer_is_llama(attention_mask):
     with torch.no_grad():
         expected = llama(TOKENS, attention_mask=attention_mask).logits
         assert_computes(ode, lambda: ode(TOKENS, attention_mask=attention_mask).logits, expected)
-
-
-def field(layer: ODELlamaDecoderLayer, position_embeddings) -> Callable[[torch.Tensor], torch.Tensor]:
-    """F(z) = a(z) + m(z + a(z)), a and m the layer's own sublayers called directly."""
-
-    def attention(x: torch.Tensor) -> torch.Tensor:
-        normed = layer.input_layernorm(x)
-        return layer.self_attn(normed, attention_mask=None, position_embeddings=position_embeddings)[0]
-
-    def mlp(x: torch.Tensor) -> torch.Tensor:
-        return layer.mlp(layer.post_attention_layernorm(x))
-
-    return lambda z: attention(z) + mlp(z + attention(z))
-
-
-def heun(F, y):
-    k1 = F(y)
-    k2 = F(y + k1)
-    return y + (k1 + k2) / 2
-
-
-def rk4(F, y):
-    k1 = F(y)
-    k2 = F(y + k1 / 2)
-    k3 = F(y + k2 / 2)
-    k4 = F(y + k3)
-    return y + (k1 + 2 * k2 + 2 * k3 + k4) / 6
 
 
 @pytest.mark.parametrize("method, formula", [("heun", heun), ("rk4", rk4)])
@@ -120,15 +82,20 @@ def test_a_llamas_weights_load_into_the_ode_model_under_the_same_names(tmp_path)
     assert all(torch.equal(tensor, expected[name]) for name, tensor in ode.state_dict().items())
 
 
-def test_a_cache_is_refused_naming_what_is_not_supported_yet():
-    model = tiny_ode_llama()
-    with pytest.raises(NotImplementedError, match="keeps no key/value cache yet .* use_cache=False"):
-        model(TOKENS, use_cache=True)
-
-
-def test_coefficients_it_does_not_support_yet_are_refused():
-    with pytest.raises(ValueError, match="ode_coefficients 'ema' is not supported by ODELlamaConfig yet; choose"):
-        tiny_ode_llama(decoder_ode_method="heun", ode_coefficients="ema")
+def test_a_llama_folder_upcycles_without_options_and_generates_with_the_cache(tmp_path):
+    """A Llama folder's config says use_cache: true; the ODE model keeps its caches and
+    decodes with them as it decodes without (the logits of each step up to rounding over the
+    4 layer evaluations of a position; float64, see ode_models.py)."""
+    tiny_llama().save_pretrained(tmp_path)
+    model = ODELlamaForCausalLM.from_pretrained(tmp_path, decoder_ode_method="heun").eval().double()
+    assert (model.config.use_cache, model.config.model_type) == (True, "ode_llama")
+    options = dict(max_new_tokens=4, do_sample=False, return_dict_in_generate=True, output_logits=True)
+    cached, uncached = (
+        model.generate(TOKENS, attention_mask=torch.ones_like(TOKENS), use_cache=use_cache, pad_token_id=0, **options)
+        for use_cache in (True, False)
+    )
+    assert torch.equal(cached.sequences, uncached.sequences)
+    assert_equal_up_to_rounding(torch.stack(cached.logits), torch.stack(uncached.logits), 4, torch.float32)
 
 
 def test_upcycling_into_learned_coefficients_adds_only_the_gates(tmp_path):

@@ -20,11 +20,10 @@ positions: its first block starts it, and nothing of it is cached across time.
 
 Evaluation i of step n (the s stages, then the corrector's) at position t attends to the keys and
 values that evaluation computed at positions ≤ t, so decoding token by token equals the
-teacher-forced pass. The caches of all evaluations live in
-the block's slot of transformers' cache, side by side along the head axis (so beam reordering
-moves them together); transformers' own attention reads and extends one evaluation's slice
-(:class:`StageCache`). Cross-attention keys and values are the same for every stage and cached
-once per block.
+teacher-forced pass: one self-attention cache per evaluation, kept side by side along the head axis
+of the block's layer of transformers' cache (``stage_caches.py``, carried from
+``ode_seq.transformers``, whose models keep their caches so too). Cross-attention keys and values
+are the same for every stage and cached once per block.
 """
 
 from typing import Any, List, Optional, Tuple
@@ -37,6 +36,7 @@ from .dlcl import StateHistory
 from .fields import Sublayer, feed_forward, layer_field
 from .fixed_grid import FixedGridSolver
 from .stack_solvers import StackSolvers
+from .stage_caches import StageCaches
 from .tableaus import get_tableau
 
 
@@ -118,24 +118,6 @@ def causal_mask(x: Tensor, known: int) -> Optional[Tensor]:
     return mask.expand(x.size(0), 1, *future.shape)
 
 
-class StageCache:
-    """The cache transformers' attention reads and extends for one (step, stage) evaluation: the
-    past keys/values of stage slot ``slot`` (heads ``slot``·H … of the block's cache) before the
-    new ones, which it appends to ``new``."""
-
-    def __init__(self, past: Optional[Tuple[Tensor, Tensor]], slot: int, heads: int, new: List[Tuple[Tensor, Tensor]]):
-        self.past, self.heads, self.new = past, slice(slot * heads, (slot + 1) * heads), new
-
-    def update(self, keys: Tensor, values: Tensor, layer_idx: int, **kwargs: Any) -> Tuple[Tensor, Tensor]:
-        self.new.append((keys, values))
-        if self.past is None:
-            return keys, values
-        return (
-            torch.cat([self.past[0][:, self.heads], keys], dim=2),
-            torch.cat([self.past[1][:, self.heads], values], dim=2),
-        )
-
-
 class StageCachedDecoderBlock(SharedSublayers):
     """A Runge–Kutta block over a transformers pre-norm decoder layer (M2M100's or XGLM's: the
     same module names), one self-attention cache per (step, stage). The subclass's ``__init__``
@@ -152,19 +134,6 @@ class StageCachedDecoderBlock(SharedSublayers):
         unpadded inputs."""
         return None
 
-    def self_attention(
-        self,
-        x: Tensor,
-        slot: int,
-        past: Optional[Tuple[Tensor, Tensor]],
-        new: List[Tuple[Tensor, Tensor]],
-        mask: Optional[Tensor],
-    ) -> Tensor:
-        """transformers' self-attention of ``x`` over stage cache ``slot``'s past keys/values and its
-        own (appended to ``new``), ``mask`` added to the scores."""
-        cache = StageCache(past, slot, self.self_attn.num_heads, new)
-        return self.self_attn(hidden_states=x, cache=cache, attention_mask=mask)[0]
-
     def forward(
         self,
         hidden_states: Tensor,
@@ -176,15 +145,13 @@ class StageCachedDecoderBlock(SharedSublayers):
         **kwargs: Any,
     ) -> Tensor:
         self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
-        past = None
-        if self_cache is not None and self_cache.get_seq_length(self.layer_idx) > 0:
-            layer = self_cache.layers[self.layer_idx]
-            past = (layer.keys, layer.values)
-        new: List[Tuple[Tensor, Tensor]] = []
         evaluations = self.solver.evaluations_per_step
+        caches = (
+            None if self_cache is None else StageCaches(self_cache, self.layer_idx, self.solver.steps * evaluations)
+        )
         mask = self.self_attention_mask(attention_mask)
         if mask is None:
-            mask = causal_mask(hidden_states, 0 if past is None else past[0].size(2))
+            mask = causal_mask(hidden_states, 0 if self_cache is None else self_cache.get_seq_length(self.layer_idx))
 
         def cross_attention(x: Tensor) -> Tensor:
             c, _ = self.encoder_attn(
@@ -203,14 +170,13 @@ class StageCachedDecoderBlock(SharedSublayers):
             """F(z) with the self-attention cache of (step, stage)."""
 
             def self_attention(x: Tensor) -> Tensor:
-                a = self.self_attention(self.self_attn_layer_norm(x), step * evaluations + stage, past, new, mask)
+                slot = None if caches is None else caches.evaluation(step * evaluations + stage)
+                a = self.self_attn(hidden_states=self.self_attn_layer_norm(x), cache=slot, attention_mask=mask)[0]
                 return self.apply_dropout(a)
 
             return layer_field(self.field_form, z, [Sublayer(self_attention), *others])
 
         y = self.solver.solve(field, hidden_states)
-        if self_cache is not None and use_cache:
-            self_cache.update(
-                torch.cat([k for k, _ in new], dim=1), torch.cat([v for _, v in new], dim=1), self.layer_idx
-            )
+        if caches is not None and use_cache:
+            caches.commit()
         return y

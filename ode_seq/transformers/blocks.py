@@ -1,0 +1,139 @@
+"""The ODE block over a transformers decoder layer, for any family (torch and transformers only).
+
+A block integrates the field F of its pre-norm layer over [0, T] in N steps of the configured
+tableau, the layer's parameters reused at every stage:
+
+    k_i = F(z_n + h Σ_{j<i} a_ij k_j),   z_{n+1} = z_n + h Σ_i w_i k_i,
+
+F built by :func:`ode_seq.fields.layer_field` from the layer's two branches, a(x) = Attn(Norm₁ x)
+and m(x) = MLP(Norm₂ x) (the family's accessors); the residual-branch form is
+F(z) = a(z) + m(z + a(z)), so Euler with one step of size 1 is the family's own layer. Every
+evaluation of a gets the layer's mask and positions (the same rotary embeddings or learned
+positions at every stage) and its own key/value cache (:mod:`.stage_caches`). The solvers, their
+stage weights and PCformer's corrector are ode-seq's (:class:`ode_seq.solvers.StackSolvers`).
+"""
+
+import inspect
+from typing import Any, Callable, ClassVar, List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+from transformers import initialization as init
+
+from ode_seq.fields import Sublayer, layer_field
+from ode_seq.solvers.coefficients import EMAWeights, FreeWeights, MultistepCorrector, StageGate
+from ode_seq.solvers.fixed_grid import FixedGridSolver, SplitField
+from ode_seq.solvers.stack_solvers import StackSolvers
+from ode_seq.solvers.tableaus import get_tableau
+
+from .settings import check_settings
+from .stage_caches import StageCaches
+
+Branch = Callable[..., Tensor]
+
+
+def decoder_solvers(config: Any) -> Tuple[List[FixedGridSolver], Optional[nn.Module]]:
+    """The solvers of the decoder's blocks in order, and the stack's one gate for
+    ``learned-shared`` coefficients (else None; otherwise each block has its own weights)."""
+    check_settings(config)
+    solvers = StackSolvers(
+        get_tableau(config.decoder_ode_method),
+        config.num_hidden_layers,
+        config.hidden_size,
+        steps=config.decoder_ode_steps,
+        interval=config.decoder_ode_interval,
+        coefficients=config.ode_coefficients,
+        corrector=config.decoder_ode_corrector,
+        corrector_history=config.decoder_ode_corrector_history,
+    )
+    blocks = [solvers.next() for _ in range(config.num_hidden_layers)]
+    return blocks, solvers.shared_gate
+
+
+class ODEDecoderBlock:
+    """Mixin before a family's decoder layer class: the layer's forward becomes the solve.
+    ``attention_branch(layer, x, **attention)`` and ``mlp_branch(layer, x)`` are the family's
+    accessors of a and m; ``layer_signature`` the family layer's forward signature (how its model
+    passes the arguments)."""
+
+    attention_branch: ClassVar[Branch]
+    mlp_branch: ClassVar[Branch]
+    layer_signature: ClassVar[inspect.Signature]
+
+    def __init__(self, config: Any, layer_idx: int, solver: FixedGridSolver, shared: bool = False) -> None:
+        super().__init__(config, layer_idx)
+        self.layer_idx = layer_idx
+        self.field_form, self.scope = config.ode_field, config.ode_scope
+        self.solver = solver
+        if not shared:
+            self.combiner = solver.combine
+        corrector = getattr(solver, "corrector", None)
+        if corrector is not None:
+            self.corrector = corrector
+
+    @property
+    def evaluations(self) -> int:
+        """The attention evaluations of one step that keep a cache (the MLP parts of a split field keep none)."""
+        return self.solver.evaluations_per_step
+
+    def attention_arguments(self, hidden_states: Tensor, args: tuple, kwargs: dict) -> Tuple[Any, dict]:
+        """(cache, the other arguments for the attention) from the layer's call as its model makes it."""
+        bound = self.layer_signature.bind(self, hidden_states, *args, **kwargs).arguments
+        arguments = {name: value for name, value in bound.items() if name not in ("self", "hidden_states", "kwargs")}
+        arguments.update(bound.get("kwargs", {}))
+        if arguments.pop("encoder_hidden_states", None) is not None:
+            raise ValueError("an ODE decoder block has no cross-attention: build it with add_cross_attention=False")
+        arguments.pop("encoder_attention_mask", None)
+        return arguments.pop("cache", None), arguments
+
+    def forward(self, hidden_states: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        """y(T) from y(0) = ``hidden_states``, the arguments as the family's model passes its layers."""
+        cache, attention = self.attention_arguments(hidden_states, args, kwargs)
+        caches = None if cache is None else StageCaches(cache, self.layer_idx, self.solver.steps * self.evaluations)
+
+        def attention_part(t: float, z: Tensor, step: int, stage: int) -> Tensor:
+            evaluation = None if caches is None else caches.evaluation(step * self.evaluations + stage)
+            return self.attention_branch(z, cache=evaluation, **attention)
+
+        def mlp_part(t: float, z: Tensor, step: int, stage: int) -> Tensor:
+            return self.mlp_branch(z)
+
+        if self.scope == "sublayer":
+            field = SplitField((attention_part, mlp_part))
+        else:
+
+            def field(t: float, z: Tensor, step: int, stage: int) -> Tensor:
+                a = Sublayer(lambda x: attention_part(t, x, step, stage))
+                return layer_field(self.field_form, z, [a, Sublayer(self.mlp_branch)])
+
+        y = self.solver.solve(field, hidden_states)
+        if caches is not None:
+            caches.commit()
+        return y
+
+
+def init_ode_weights(module: nn.Module, gates: List[nn.Module], config: Any) -> None:
+    """ode-seq's initial values of the weights a block's solver owns, for a model built from a
+    config and for the weights an upcycled checkpoint lacks (transformers initialises only those
+    missing; it would give a gate's Linear normal(0, initializer_range), and leave the parameters
+    of modules it does not know as allocated: measured, free, EMA and corrector weights of about
+    ±1e32): a gate's projection (one of ``gates``) Xavier-uniform with β = 0; free weights b
+    (``free``) or 1 (``free-ones``); EMA β = ½; a multistep corrector's α, β_j = 1/(m + 2)."""
+    if any(module is gate.proj for gate in gates):
+        init.xavier_uniform_(module.weight)
+        init.zeros_(module.bias)
+    elif isinstance(module, FreeWeights):
+        tableau = get_tableau(config.decoder_ode_method)
+        initial = tableau.b if config.ode_coefficients == "free" else [1.0] * tableau.stages
+        init.copy_(module.w, torch.tensor(initial, dtype=module.w.dtype))
+    elif isinstance(module, EMAWeights):
+        init.constant_(module.beta, 0.5)
+    elif isinstance(module, MultistepCorrector):
+        uniform = 1.0 / (module.length + 1)
+        init.constant_(module.alpha, uniform)
+        init.constant_(module.beta, uniform)
+
+
+def stage_gates(model: nn.Module) -> List[nn.Module]:
+    """The learned stage gates of ``model``'s blocks."""
+    return [module for module in model.modules() if isinstance(module, StageGate)]
