@@ -20,7 +20,9 @@ from ode_seq.solvers.fixed_grid import FixedGridSolver
 from ode_seq.solvers.stack_solvers import StackSolvers
 from ode_seq.solvers.tableaus import get_tableau
 
+from .checkpointing import StageCheckpointing
 from .configuration_ode_llama import ODELlamaConfig
+from .remote_code import RemoteCodeSaving
 
 SUPPORTED_COEFFICIENTS = ("fixed", "learned")
 NO_CACHE_YET = (
@@ -83,8 +85,8 @@ class ODELlamaDecoderLayer(LlamaDecoderLayer):
         return self.solver.solve(lambda t, z, step, stage: layer_field("residual-branch", z, sublayers), hidden_states)
 
 
-class ODELlamaModel(LlamaModel):
-    """LlamaModel whose decoder layers are ODE blocks."""
+class ODELlamaModel(StageCheckpointing, RemoteCodeSaving, LlamaModel):
+    """LlamaModel whose decoder layers are ODE blocks (checkpointed per stage; saved with its code)."""
 
     config_class = ODELlamaConfig
 
@@ -107,9 +109,9 @@ class ODELlamaModel(LlamaModel):
             init.zeros_(module.bias)
 
 
-class ODELlamaForCausalLM(LlamaForCausalLM):
+class ODELlamaForCausalLM(StageCheckpointing, RemoteCodeSaving, LlamaForCausalLM):
     """LlamaForCausalLM over an :class:`ODELlamaModel` (Llama's parameter names, plus each block's
-    ``combiner`` weights when learned)."""
+    ``combiner`` weights when learned; checkpointed per stage; saved with its code)."""
 
     config_class = ODELlamaConfig
 
