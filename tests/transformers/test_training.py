@@ -24,12 +24,23 @@ from tests.transformers.training_runs import (
 )
 
 
-def test_trainer_runs_steps_and_the_loss_falls(tmp_path):
+@pytest.mark.parametrize(
+    "arguments", [{}, dict(bf16=True), dict(activation_checkpointing=True)], ids=["float32", "bf16", "checkpointing"]
+)
+def test_trainer_runs_steps_and_the_loss_falls(tmp_path, arguments):
+    """Also with bf16=True (CPU autocast: the logits come out in bfloat16) and with
+    activation_checkpointing=True (each block's solver checkpoints its stages)."""
     model = tiny_model()
     before = loss_on_the_data(model)
-    trainer = train_with_trainer(model, str(tmp_path))
+    dtypes = set()
+    hook = model.lm_head.register_forward_hook(lambda module, inputs, output: dtypes.add(output.dtype))
+    trainer = train_with_trainer(model, str(tmp_path), **arguments)
+    hook.remove()
     assert trainer.state.global_step == 20
     assert_the_loss_fell(before, loss_on_the_data(model))
+    assert dtypes == {torch.bfloat16 if "bf16" in arguments else torch.float32}
+    checkpointing = "activation_checkpointing" in arguments
+    assert [layer.solver.checkpoint_stages for layer in model.model.layers] == [checkpointing] * 2
 
 
 def test_accelerate_trains_it_in_one_process():
