@@ -7,6 +7,7 @@ positions, final norm and output projection are Llama's own, so a Llama's weight
 (upcycling). Full forward passes only: no key/value cache yet.
 """
 
+from dataclasses import replace
 from typing import Any, Optional
 
 from torch import Tensor, nn
@@ -82,7 +83,9 @@ class ODELlamaDecoderLayer(LlamaDecoderLayer):
             attention_mask=attention_mask, position_ids=position_ids, position_embeddings=position_embeddings, **kwargs
         )
         sublayers = [Sublayer(lambda x: self.attention_branch(x, **attention)), Sublayer(self.mlp_branch)]
-        return self.solver.solve(lambda t, z, step, stage: layer_field("residual-branch", z, sublayers), hidden_states)
+        # The stage weights registered now: peft's modules_to_save, for one, puts a trainable copy in their place.
+        solver = replace(self.solver, combine=self.combiner)
+        return solver.solve(lambda t, z, step, stage: layer_field("residual-branch", z, sublayers), hidden_states)
 
 
 class ODELlamaModel(StageCheckpointing, RemoteCodeSaving, LlamaModel):
