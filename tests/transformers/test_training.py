@@ -43,6 +43,19 @@ def test_trainer_runs_steps_and_the_loss_falls(tmp_path, arguments):
     assert [layer.solver.checkpoint_stages for layer in model.model.layers] == [checkpointing] * 2
 
 
+def test_a_trainer_run_resumed_from_its_checkpoint_ends_with_the_uninterrupted_runs_weights(tmp_path):
+    """10 steps with a checkpoint (safetensors, optimizer, RNG states) every 5; resumed from step 5,
+    the run ends bitwise where the uninterrupted one did: nothing trained is lost."""
+    uninterrupted, resumed = tiny_model(), tiny_model()
+    with torch.no_grad():  # other weights: only what the checkpoint holds can make the runs agree
+        for p in resumed.parameters():
+            p.add_(1.0)
+    train_with_trainer(uninterrupted, str(tmp_path / "a"), steps=10, save_strategy="steps", save_steps=5)
+    train_with_trainer(resumed, str(tmp_path / "b"), steps=10, resume=str(tmp_path / "a" / "checkpoint-5"))
+    expected = dict(uninterrupted.named_parameters())
+    assert all(torch.equal(p, expected[name]) for name, p in resumed.named_parameters())
+
+
 def test_accelerate_trains_it_in_one_process():
     model = tiny_model()
     before = loss_on_the_data(model)

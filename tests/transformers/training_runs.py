@@ -2,7 +2,7 @@
 (ddp_training.py): a model that can memorise its data, the data, and short runs of Trainer and of
 an accelerate loop."""
 
-from typing import Any, List
+from typing import Any, List, Optional
 
 import torch
 from accelerate import Accelerator
@@ -53,11 +53,12 @@ def loss_on_the_data(model: PreTrainedModel) -> float:
     return loss
 
 
-def train_with_trainer(model: PreTrainedModel, output_dir: str, steps: int = 20, **arguments: Any) -> Trainer:
-    """``steps`` steps of Trainer on :func:`examples` (batches of 4, on the CPU, nothing saved)."""
-    args = TrainingArguments(
-        output_dir=output_dir,
-        max_steps=steps,
+def train_with_trainer(
+    model: PreTrainedModel, output_dir: str, steps: int = 20, resume: Optional[str] = None, **arguments: Any
+) -> Trainer:
+    """``steps`` steps of Trainer on :func:`examples` (batches of 4, on the CPU, nothing saved
+    unless ``arguments`` say), resumed from the checkpoint folder ``resume`` if given."""
+    defaults = dict(
         per_device_train_batch_size=4,
         learning_rate=LEARNING_RATE,
         logging_steps=1,
@@ -66,10 +67,10 @@ def train_with_trainer(model: PreTrainedModel, output_dir: str, steps: int = 20,
         use_cpu=True,
         disable_tqdm=True,
         seed=0,
-        **arguments,
     )
+    args = TrainingArguments(output_dir=output_dir, max_steps=steps, **{**defaults, **arguments})
     trainer = Trainer(model=model, args=args, train_dataset=examples())
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume)
     return trainer
 
 
