@@ -16,6 +16,7 @@ PACKAGE = Path(ROOT) / "ode_seq"
 ALLOWED = {
     "solvers": set(),
     "fields": set(),
+    "code_folder": set(),
     "options": set(),
     "checkpoint_files": {"output_files"},
     "output_files": set(),
@@ -27,8 +28,8 @@ ALLOWED = {
     "models": {"solvers", "fields", "layers", "options", "checkpoint_files", "training_data", "model_inputs"},
     "analysis": {"solvers", "layers", "checkpoint_files", "model_inputs"},
     "fairseq_fixes": {"checkpoint_files", "output_files", "training_data", "text_files"},
-    "export": {"solvers", "layers", "models", "checkpoint_files"},
-    "transformers": {"solvers", "fields"},
+    "export": {"solvers", "layers", "models", "checkpoint_files", "code_folder"},
+    "transformers": {"solvers", "fields", "code_folder"},
     "cli": {
         "analysis",
         "models",

@@ -1,8 +1,9 @@
 """The custom code of an exported Hugging Face folder (``trust_remote_code=True``): the model's
-files from :mod:`.remote_code` and, copied unchanged, the files of ode-seq they import (``CARRIED``:
-the solver core with PCformer's predictor–corrector steps and DLCL, the builder of a stack's
-solvers, the layer field, and the per-evaluation key/value caches of :mod:`ode_seq.transformers`,
-which import only torch, transformers and each other)."""
+files from :mod:`.remote_code` and, copied unchanged by :mod:`ode_seq.code_folder`, the files of
+ode-seq they import (``CARRIED``: the builder of a stack's solvers with what it imports, the solver
+core with PCformer's predictor–corrector steps and DLCL, the layer field, and the per-evaluation
+key/value caches of :mod:`ode_seq.transformers`, which import only torch, transformers and each
+other)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,18 @@ import os
 import shutil
 from typing import Any, Dict, Sequence, Tuple
 
+from ode_seq.code_folder import PACKAGE, code_files, copy_code
 from ode_seq.solvers import FixedGridSolver, PredictorCorrectorSolver
 
 REMOTE_CODE = os.path.join(os.path.dirname(__file__), "remote_code")
-PACKAGE = os.path.dirname(os.path.dirname(__file__))
 CARRIED = tuple(
-    os.path.join(PACKAGE, *path)
-    for path in (
-        ("solvers", "tableaus.py"),
-        ("solvers", "fixed_grid.py"),
-        ("solvers", "predictor_corrector.py"),
-        ("solvers", "dlcl.py"),
-        ("solvers", "stack_solvers.py"),
-        ("solvers", "observers.py"),
-        ("solvers", "coefficients.py"),
-        ("fields.py",),
-        ("transformers", "stage_caches.py"),
-    )
+    code_files(
+        [
+            os.path.join(PACKAGE, "solvers", "stack_solvers.py"),
+            os.path.join(PACKAGE, "fields.py"),
+            os.path.join(PACKAGE, "transformers", "stage_caches.py"),
+        ]
+    ).values()
 )
 SHARED_CODE = ("ode_layers.py",)
 
@@ -40,8 +36,7 @@ def write_code(output: str, names: Sequence[str], auto_map: Dict[str, str]) -> T
     os.makedirs(output)
     for name in (*names, *SHARED_CODE):
         shutil.copyfile(os.path.join(REMOTE_CODE, name), os.path.join(output, name))
-    for path in CARRIED:
-        shutil.copyfile(path, os.path.join(output, os.path.basename(path)))
+    copy_code(CARRIED, output)
     config_class, model_class = (get_class_from_dynamic_module(reference, output) for reference in auto_map.values())
     return config_class, model_class
 

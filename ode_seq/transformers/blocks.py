@@ -14,6 +14,7 @@ stage weights and PCformer's corrector are ode-seq's (:class:`ode_seq.solvers.St
 """
 
 import inspect
+from dataclasses import replace
 from typing import Any, Callable, ClassVar, List, Optional, Tuple
 
 import torch
@@ -71,6 +72,19 @@ class ODEDecoderBlock:
         if corrector is not None:
             self.corrector = corrector
 
+    def registered_solver(self) -> FixedGridSolver:
+        """The solver with the weights registered on the block now: peft's ``modules_to_save``, for
+        one, puts a trainable copy of ``combiner`` or ``corrector`` in the original's place."""
+        weights = {
+            name: module
+            for name, module in (
+                ("combine", self._modules.get("combiner")),
+                ("corrector", self._modules.get("corrector")),
+            )
+            if module is not None
+        }
+        return replace(self.solver, **weights) if weights else self.solver
+
     @property
     def evaluations(self) -> int:
         """The attention evaluations of one step that keep a cache (the MLP parts of a split field keep none)."""
@@ -106,7 +120,7 @@ class ODEDecoderBlock:
                 a = Sublayer(lambda x: attention_part(t, x, step, stage))
                 return layer_field(self.field_form, z, [a, Sublayer(self.mlp_branch)])
 
-        y = self.solver.solve(field, hidden_states)
+        y = self.registered_solver().solve(field, hidden_states)
         if caches is not None:
             caches.commit()
         return y

@@ -41,6 +41,8 @@ from transformers.models.mistral.modeling_mistral import MistralDecoderLayer
 from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
 
 from .blocks import Branch, ODEDecoderBlock, decoder_solvers, init_ode_weights, stage_gates
+from .checkpointing import StageCheckpointing
+from .remote_code import RemoteCodeSaving
 from .settings import ode_config_class
 
 
@@ -113,7 +115,7 @@ class ODEWeights:
 
 
 # What both pre-trained classes of every family add to the family's own, first in their bases.
-PRETRAINED_MIXINS: Tuple[type, ...] = (ODEWeights,)
+PRETRAINED_MIXINS: Tuple[type, ...] = (StageCheckpointing, RemoteCodeSaving, ODEWeights)
 
 
 def new_class(name: str, bases: Tuple[type, ...], doc: str, **attributes: Any) -> type:
