@@ -4,6 +4,7 @@ distilled and from-scratch students for two seeds, and the table comparing them.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -98,8 +99,9 @@ def test_bad_seed_is_refused_before_any_work(tmp_path):
     assert not (tmp_path / "work").exists()
 
 
-def test_an_iiet_teacher_is_distilled_into_fewer_iterations_and_scored_at_them_undistilled(tmp_path):
-    work = tmp_path / "work"
+def test_an_iiet_teacher_is_distilled_into_fewer_iterations_and_scored_at_them_undistilled(baseline_run, tmp_path):
+    work = tmp_path / "work"  # the baseline's prepared corpus, none of its models
+    shutil.copytree(baseline_run[0], work, ignore=shutil.ignore_patterns("checkpoints"))
     iiet = ["--teacher-iterations", "2", "--student-iterations", "1", "--control-times", "uniform"]
     result = run("--work-dir", str(work), *TINY, *iiet)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -45,6 +45,13 @@ def study(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return work, result
 
 
+def prepared_copy(work: Path, copy: Path) -> Path:
+    """A new work dir holding ``work``'s prepared corpus and FLOP counts but none of its runs or
+    records: a study started there with the same corpus options begins at its runs."""
+    shutil.copytree(work, copy, ignore=shutil.ignore_patterns("grid", "chosen", "records"))
+    return copy
+
+
 def table_rows(text: str, first_cell: str) -> list[list[str]]:
     return [
         [cell.strip() for cell in line.strip("|").split("|")]
@@ -147,9 +154,7 @@ def test_a_run_kept_unfinished_resumes_in_a_fresh_work_dir_and_ends_as_if_never_
     shutil.rmtree(records / run)
     # residual seed 2 as a study stopped after its first epoch leaves it (trained with a cap of 1
     # epoch, recorded elsewhere), kept at the study's settings, then run in a fresh work dir
-    stopped, fresh = tmp_path / "stopped", tmp_path / "fresh"
-    for prepared in (stopped, fresh):
-        shutil.copytree(work, prepared, ignore=shutil.ignore_patterns("grid", "chosen", "records"))
+    stopped, fresh = (prepared_copy(work, tmp_path / name) for name in ("stopped", "fresh"))
     first_epoch = study_in(stopped, tmp_path / "elsewhere", "--max-epoch", "1", "--run", f"residual 2 {lr}")
     assert first_epoch.returncode == 0, first_epoch.stderr[-4000:]
     kept_dir = tmp_path / "unfinished"  # outside the records: checkpoints are never committed
@@ -196,7 +201,9 @@ def test_keeping_unfinished_runs_needs_a_directory_outside_the_records(tmp_path)
 
 
 def test_a_record_of_other_settings_is_refused(study, tmp_path):
-    result = study_in(tmp_path / "other", study[0] / "records", "--patience", "2")
+    """In a copy of the study's prepared work dir: the same corpus, so only the settings differ."""
+    other = prepared_copy(study[0], tmp_path / "other")
+    result = study_in(other, study[0] / "records", "--patience", "2")
     assert result.returncode != 0 and "was made with other settings" in result.stderr
 
 
@@ -227,8 +234,8 @@ def test_the_paired_test_over_verses():
         lm_study_table.paired_p_value(baseline[:-1], baseline[1:])
 
 
-def test_the_speed_check_times_each_configuration_and_sizes_the_study_without_running_it(tmp_path):
-    work = tmp_path / "speed"
+def test_the_speed_check_times_each_configuration_and_sizes_the_study_without_running_it(study, tmp_path):
+    work = prepared_copy(study[0], tmp_path / "speed")  # the corpus it times
     result = study_in(work, tmp_path / "records", "--speed-check", "4", "--adaptive", "none")
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.strip() == (work / "speed.md").read_text().strip()
