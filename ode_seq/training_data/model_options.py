@@ -28,7 +28,6 @@ import functools
 import re
 from typing import Any, Collection, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
-from fairseq.models import MODEL_REGISTRY
 from omegaconf import ListConfig
 
 from .record import DataMismatchError
@@ -73,6 +72,10 @@ def declared_options(model_class: type) -> Tuple[str, ...]:
 
 
 def registered_name(model_class: type) -> str:
+    """The name ``model_class`` is registered under with fairseq (its class name if none); fairseq
+    is imported here, where a model exists, so that tools comparing records alone start without it."""
+    from fairseq.models import MODEL_REGISTRY
+
     return next((name for name, cls in MODEL_REGISTRY.items() if cls is model_class), model_class.__name__)
 
 
