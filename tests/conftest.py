@@ -143,3 +143,23 @@ def lm_data(tmp_path_factory) -> Path:
     """The language-model corpus binarised (fairseq-preprocess --only-source); the text is in its
     parent; read it, never change it."""
     return lm_data_bin(tmp_path_factory.mktemp("lm_raw"))
+
+
+# The longest test files (minutes each), longest first. scripts/test.sh gives each worker whole
+# files (--dist loadfile) in collection order; one of these collected last would keep its worker
+# busy while the others have nothing left to take.
+LONGEST_FILES = (
+    "tests/e2e/test_quality_study.py",
+    "tests/e2e/test_lm_study.py",
+    "tests/e2e/test_distillation_baseline.py",
+    "tests/reliability/test_pipeline_faults.py",
+    "tests/test_gpu_script.py",
+    "tests/e2e/test_lm_pipeline.py",
+    "tests/e2e/test_export.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Collect :data:`LONGEST_FILES` first, in that order; every other file keeps its place."""
+    rank = {name: place for place, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(Path(item.path).relative_to(config.rootpath).as_posix(), len(rank)))
