@@ -116,7 +116,7 @@ def parse_settings(argv: Optional[Sequence[str]] = None) -> Tuple[Settings, argp
         help=f"decoder-step prefix lengths (default: {defaults.step_prefixes})",
     )
     parser.add_argument(
-        "--sections", nargs="+", choices=SECTIONS, help="sections to run (default: all but compile and the lm and hf ones)"
+        "--sections", nargs="+", choices=SECTIONS, help="sections to run (default: all but compile, lm-* and hf-*)"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
     args = parser.parse_args(argv)
