@@ -4,7 +4,9 @@ Sections (``--sections``): training (throughput and peak memory of L-L models, p
 checkpointing), rk-overhead (RK-n encoder of L blocks vs n·L layers), generation (beam search
 sentences/s), decoder-step (one incremental step of one layer, at two prefix lengths), and the
 opt-in compile (torch.compile'd RK4 blocks vs eager), lm-training and lm-generation (language
-models against transformer_lm at the same layer evaluations, :mod:`benchmarks.language_models`).
+models against transformer_lm at the same layer evaluations, :mod:`benchmarks.language_models`),
+hf-training and hf-decoding (ode_seq.transformers' ODE Llama against transformers' Llama at the same
+layer evaluations, :mod:`benchmarks.transformers_speed`).
 Progress goes to stderr; the table and notes to stdout; ``--json FILE`` also saves the rows, after
 every section.
 """
@@ -30,6 +32,7 @@ from benchmarks.rk_overhead import run_rk_overhead
 from benchmarks.settings import Settings, parse_settings
 from benchmarks.table import Row, markdown
 from benchmarks.training import run_training
+from benchmarks.transformers_speed import run_hf_decoding, run_hf_training
 
 SECTION_RUNNERS: Dict[str, Callable[[RunContext], List[Row]]] = {
     "training": run_training,
@@ -39,6 +42,8 @@ SECTION_RUNNERS: Dict[str, Callable[[RunContext], List[Row]]] = {
     "compile": run_compiled_blocks,
     "lm-training": run_lm_training,
     "lm-generation": run_lm_generation,
+    "hf-training": run_hf_training,
+    "hf-decoding": run_hf_decoding,
 }
 
 

@@ -11,7 +11,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS_DIR = os.path.join(ROOT, "examples", "translation", "data")
 DEFAULT_SECTIONS = ("training", "rk-overhead", "generation", "decoder-step")
 LM_SECTIONS = ("lm-training", "lm-generation")
-SECTIONS = DEFAULT_SECTIONS + ("compile",) + LM_SECTIONS
+HF_SECTIONS = ("hf-training", "hf-decoding")
+SECTIONS = DEFAULT_SECTIONS + ("compile",) + LM_SECTIONS + HF_SECTIONS
 NOT_POSITIVE = ("vocab", "warmup", "seed")  # the whole-number settings that may be 0 (vocab: >= 16)
 
 
@@ -37,6 +38,12 @@ class Settings:
     step_prefixes: Tuple[int, int] = smoke((8, 64), (2, 8))
     lm_sample_len: int = smoke(128, 16)
     lm_prompt_len: int = smoke(8, 2)
+    hf_layers: int = smoke(2, 1)
+    hf_seq_len: int = smoke(128, 8)
+    hf_batch: int = smoke(8, 2)
+    hf_prompt_len: int = smoke(32, 4)
+    hf_new_tokens: int = smoke(32, 3)
+    hf_vocab: int = smoke(1000, 64)
     rounds: int = smoke(4, 3)
     warmup: int = 1
     train_iters: int = 1
@@ -109,7 +116,7 @@ def parse_settings(argv: Optional[Sequence[str]] = None) -> Tuple[Settings, argp
         help=f"decoder-step prefix lengths (default: {defaults.step_prefixes})",
     )
     parser.add_argument(
-        "--sections", nargs="+", choices=SECTIONS, help="sections to run (default: all but compile and the lm ones)"
+        "--sections", nargs="+", choices=SECTIONS, help="sections to run (default: all but compile, lm-* and hf-*)"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
     args = parser.parse_args(argv)

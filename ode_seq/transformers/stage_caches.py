@@ -14,11 +14,15 @@ family's own.
 During a block's forward every evaluation's attention reads and extends its own view
 (:class:`EvaluationCache`: a copy of the block's layer holding only its heads, extended as that
 layer would be); after the solve :meth:`StageCaches.commit` appends the new keys and values of all
-evaluations to the block's layer, once.
+evaluations to the block's layer, once. When decoding (no gradients) with a past in a plain
+``DynamicLayer``, the block's grown layer is allocated once per forward instead, the past copied
+into it once, and each evaluation writes its new keys and values into its heads of it and attends
+to that view, so the past is copied once per block, as a family's layer copies it once
+(``torch.cat`` in ``DynamicLayer.update``), not once per evaluation and again at the commit.
 """
 
 import copy
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -41,6 +45,17 @@ class EvaluationCache:
         return self.layer.update(keys, values)
 
 
+class GrownEvaluationCache:
+    """The cache of evaluation ``slot`` when its keys and values go straight into the block's grown
+    layer (:meth:`StageCaches.grow`)."""
+
+    def __init__(self, caches: "StageCaches", slot: int) -> None:
+        self.caches, self.slot = caches, slot
+
+    def update(self, keys: Tensor, values: Tensor, layer_idx: int, *args: Any, **kwargs: Any) -> KeysValues:
+        return self.caches.grow(self.slot, keys, values)
+
+
 class StageCaches:
     """The ``slots`` evaluation caches of block ``layer_idx`` in ``cache`` during one forward."""
 
@@ -54,10 +69,19 @@ class StageCaches:
                 "transformers' default DynamicCache (no cache_implementation, or 'dynamic')"
             )
         self.new: Dict[int, KeysValues] = {}
+        self.grows_in_place = (
+            type(self.layer) is DynamicLayer
+            and self.layer.get_seq_length() > 0
+            and not torch.is_grad_enabled()
+            and not getattr(cache, "offloading", False)
+        )
+        self.grown: Optional[KeysValues] = None
 
-    def evaluation(self, slot: int) -> EvaluationCache:
+    def evaluation(self, slot: int) -> Union[EvaluationCache, GrownEvaluationCache]:
         """The cache of evaluation ``slot``: the block's layer (its class, its sliding window) with
         this evaluation's heads of the past keys and values."""
+        if self.grows_in_place:
+            return GrownEvaluationCache(self, slot)
         if self.layer is None or self.layer.get_seq_length() == 0:
             view = copy.copy(self.layer) if self.layer is not None else DynamicLayer()
             view.keys = view.values = None
@@ -69,10 +93,35 @@ class StageCaches:
             view.values = self.layer.values[:, slot * heads : (slot + 1) * heads]
         return EvaluationCache(view, slot, self.new)
 
+    def grow(self, slot: int, keys: Tensor, values: Tensor) -> KeysValues:
+        """Evaluation ``slot``'s past and new keys and values: its heads of the block's grown layer
+        (allocated, with the past copied in, by the first evaluation), its new ones written there."""
+        past = self.layer.get_seq_length()
+        if self.grown is None:
+            self.grown = tuple(
+                self._grown_tensor(old, new.size(-2))
+                for old, new in ((self.layer.keys, keys), (self.layer.values, values))
+            )
+        heads = self.layer.keys.size(1) // self.slots
+        own = slice(slot * heads, (slot + 1) * heads)
+        self.grown[0][:, own, past:] = keys
+        self.grown[1][:, own, past:] = values
+        self.new[slot] = (keys, values)
+        return self.grown[0][:, own], self.grown[1][:, own]
+
+    @staticmethod
+    def _grown_tensor(past: Tensor, new_positions: int) -> Tensor:
+        grown = past.new_empty(past.shape[:-2] + (past.size(-2) + new_positions, past.size(-1)))
+        grown[..., : past.size(-2), :] = past
+        return grown
+
     def commit(self) -> None:
         """Append every evaluation's new keys and values to the block's layer of the cache."""
         if sorted(self.new) != list(range(self.slots)):
             raise RuntimeError(f"block {self.layer_idx} evaluated {sorted(self.new)} of its {self.slots} caches")
+        if self.grown is not None:
+            self.layer.keys, self.layer.values = self.grown
+            return
         keys = torch.cat([self.new[slot][0] for slot in range(self.slots)], dim=1)
         values = torch.cat([self.new[slot][1] for slot in range(self.slots)], dim=1)
         self.cache.update(keys, values, self.layer_idx)

@@ -55,6 +55,22 @@ def test_incremental_equals_full_forward_for_every_family(family, setting):
     assert_incremental_equals_full(ode_model(family, **setting))
 
 
+def test_incremental_equals_full_forward_while_gradients_are_recorded():
+    """Without gradients the evaluations write into the block's grown cache layer in place (the
+    tests above); with gradients recorded they extend copies of it, and the backward pass runs."""
+    model = ode_model("llama", decoder_ode_method="rk4", decoder_ode_steps=2)
+    with torch.no_grad():
+        full = model(TOKENS, attention_mask=LEFT_PADDED, use_cache=False).logits
+    out = model(TOKENS[:, :3], attention_mask=LEFT_PADDED[:, :3], use_cache=True)
+    logits = [out.logits]
+    for t in range(3, TOKENS.size(1)):
+        out = model(TOKENS[:, t : t + 1], attention_mask=LEFT_PADDED[:, : t + 1], cache=out.cache, use_cache=True)
+        logits.append(out.logits)
+    incremental = torch.cat(logits, dim=1)
+    incremental.square().sum().backward()
+    assert_equal_up_to_rounding(incremental.detach(), full, field_evaluations(model.config), torch.float32)
+
+
 def test_the_cache_holds_one_slice_of_heads_per_evaluation():
     """2 RK4 steps: 8 evaluations, each with the family's 2 key/value heads, side by side."""
     model = ode_model("llama", decoder_ode_method="rk4", decoder_ode_steps=2)
