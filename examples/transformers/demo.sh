@@ -61,7 +61,7 @@ log "train the fairseq model $FAIRSEQ_ARCH: $FAIRSEQ_UPDATES updates of $((BATCH
 if run_stage "$FOLDER" "export to transformers"; then
   rm -rf "$FOLDER.tmp"
   python -m ode_seq.cli.export --to hf --path "$FAIRSEQ_DIR/checkpoint_last.pt" --data "$WORK_DIR/data-bin" \
-    --tokenizer moses --moses-no-dash-splits --moses-no-escape --output "$FOLDER.tmp" \
+    --tokenizer moses --moses-no-dash-splits --moses-no-escape --output "$FOLDER.tmp" >&2 \
     || die "ode-seq export failed (message above)"
   publish "$FOLDER.tmp" "$FOLDER"
 fi

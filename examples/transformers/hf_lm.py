@@ -116,7 +116,8 @@ def build_tokenizer(corpus: Path, output: Path) -> None:
     dictionary threshold), trained with the ``tokenizers`` library, as a PreTrainedTokenizerFast."""
     words = Tokenizer(models.WordLevel(unk_token="<unk>"))
     words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # the text is Moses-tokenised already
-    words.train([str(corpus / "tok" / "train.txt")], trainers.WordLevelTrainer(min_frequency=2, special_tokens=SPECIALS))
+    trainer = trainers.WordLevelTrainer(min_frequency=2, special_tokens=SPECIALS)
+    words.train([str(corpus / "tok" / "train.txt")], trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=words, pad_token="<pad>", eos_token="</s>", bos_token="</s>", unk_token="<unk>"
     )
@@ -196,8 +197,12 @@ def train_llama(output: Path, ode: Dict, tokenizer, train: torch.Tensor, test: t
     losses, seconds = train_with_trainer(model, train, options, options.steps, stage_name(output), output / "trainer")
     shutil.rmtree(output / "trainer")
     score = perplexity(model, test, options.block, options.context)
-    write_model(output, model, tokenizer, {"settings": ode, "steps": options.steps, "losses": losses,
-                                           "train_seconds": seconds, "test": score})
+    write_model(
+        output,
+        model,
+        tokenizer,
+        {"settings": ode, "steps": options.steps, "losses": losses, "train_seconds": seconds, "test": score},
+    )
 
 
 def upcycle(output: Path, residual: Path, train: torch.Tensor, test: torch.Tensor, options) -> None:
@@ -209,12 +214,21 @@ def upcycle(output: Path, residual: Path, train: torch.Tensor, test: torch.Tenso
     )
     reused = check_reused(model, ODELlamaForCausalLM.from_pretrained(residual))
     before = perplexity(model, test, options.block, options.context)
-    losses, seconds = train_with_trainer(model, train, options, options.upcycle_steps, stage_name(output), output / "trainer")
+    losses, seconds = train_with_trainer(
+        model, train, options, options.upcycle_steps, stage_name(output), output / "trainer"
+    )
     shutil.rmtree(output / "trainer")
     score = perplexity(model, test, options.block, options.context)
-    result = {"settings": {"decoder_ode_method": options.upcycle_method, "ode_coefficients": "learned"},
-              "from": residual.name, "new_parameters": reused, "steps": options.upcycle_steps,
-              "test_before": before, "losses": losses, "train_seconds": seconds, "test": score}
+    result = {
+        "settings": {"decoder_ode_method": options.upcycle_method, "ode_coefficients": "learned"},
+        "from": residual.name,
+        "new_parameters": reused,
+        "steps": options.upcycle_steps,
+        "test_before": before,
+        "losses": losses,
+        "train_seconds": seconds,
+        "test": score,
+    }
     write_model(output, model, AutoTokenizer.from_pretrained(residual), result)
 
 
@@ -284,8 +298,14 @@ def continue_fairseq(output: Path, folder: Path, checkpoint: Path, corpus: Path,
             log(f"{stage_name(output)}: step {step + 1}/{options.continue_steps}, loss {losses[-1]:.4f}")
     seconds = time.monotonic() - started
     score = perplexity(model, test, options.block, options.context)
-    result = {"first_step": first, "steps": options.continue_steps, "test_before": before, "losses": losses,
-              "train_seconds": seconds, "test": score}
+    result = {
+        "first_step": first,
+        "steps": options.continue_steps,
+        "test_before": before,
+        "losses": losses,
+        "train_seconds": seconds,
+        "test": score,
+    }
     write_model(output, model, tokenizer, result)
 
 
@@ -313,35 +333,44 @@ def compare_first_loss(out, batch: torch.Tensor, checkpoint: Path, data_bin: Pat
     """The first training forward's loss and per-token NLLs against fairseq's on the same batch, with
     the float32 rounding bound of tests/numerics.py: 4 · ε · max |NLL| · layer evaluations."""
     expected = fairseq_loss(checkpoint, data_bin, batch)
-    actual = torch.nn.functional.cross_entropy(out.logits[:, :-1].detach().float().transpose(1, 2), batch[:, 1:],
-                                               reduction="none")
+    actual = torch.nn.functional.cross_entropy(
+        out.logits[:, :-1].detach().float().transpose(1, 2), batch[:, 1:], reduction="none"
+    )
     bound = 4 * torch.finfo(torch.float32).eps * expected.abs().max().item() * evaluations
-    return {"transformers_loss": out.loss.item(), "fairseq_loss": expected.mean().item(),
-            "max_token_difference": (actual - expected).abs().max().item(), "rounding_bound": bound}
+    return {
+        "transformers_loss": out.loss.item(),
+        "fairseq_loss": expected.mean().item(),
+        "max_token_difference": (actual - expected).abs().max().item(),
+        "rounding_bound": bound,
+    }
 
 
 def summary(work: Path) -> str:
-    read = lambda name: json.loads((work / name / RESULT).read_text())  # noqa: E731
-    rk2, residual, upcycled, exported = (read(n) for n in ("rk2-learned", "residual", "residual-to-rk2", "fairseq-continued"))
+    """The results of the four stages, from their result.json files."""
+    rk2, residual, upcycled, exported = (
+        json.loads((work / name / RESULT).read_text())
+        for name in ("rk2-learned", "residual", "residual-to-rk2", "fairseq-continued")
+    )
+    ppl = lambda record, key="test": f"{record[key]['perplexity']:.2f}"  # noqa: E731
+    trained = lambda record: f"{record['steps']} Trainer steps ({record['train_seconds']:.0f} s)"  # noqa: E731
     first = exported["first_step"]
-    tokens = rk2["test"]["tokens"]
-    return "\n".join([
-        f"Test perplexity (every one of the {tokens} test tokens, words and verse ends, predicted once with at "
-        f"least {work_context(work)} tokens of context):",
-        f"  ODE Llama, RK2 learned, {rk2['steps']} Trainer steps ({rk2['train_seconds']:.0f} s): {rk2['test']['perplexity']:.2f}",
-        f"  residual twin (Euler = Llama), {residual['steps']} Trainer steps ({residual['train_seconds']:.0f} s): "
-        f"{residual['test']['perplexity']:.2f}",
-        f"Residual model upcycled into {upcycled['settings']['decoder_ode_method']} with learned coefficients "
-        f"(new parameters: {len(upcycled['new_parameters'])} gate tensors; every other one the residual model's, bitwise):",
-        f"  before training: {upcycled['test_before']['perplexity']:.2f}; after {upcycled['steps']} more steps "
-        f"({upcycled['train_seconds']:.0f} s): {upcycled['test']['perplexity']:.2f}",
-        "fairseq ODE LM exported with `ode-seq export --to hf`, trained on in transformers:",
-        f"  first loss on the first batch: transformers {first['transformers_loss']:.6f}, fairseq {first['fairseq_loss']:.6f} "
-        f"(per-token NLLs differ by at most {first['max_token_difference']:.2e}; float32 rounding bound "
-        f"{first['rounding_bound']:.2e})",
-        f"  test perplexity (its own dictionary): {exported['test_before']['perplexity']:.2f} exported; "
-        f"{exported['test']['perplexity']:.2f} after {exported['steps']} steps in transformers",
-    ])
+    return "\n".join(
+        [
+            f"Test perplexity (every one of the {rk2['test']['tokens']} test tokens, words and verse ends, "
+            f"predicted once with at least {work_context(work)} tokens of context):",
+            f"  ODE Llama, RK2 learned, {trained(rk2)}: {ppl(rk2)}",
+            f"  residual twin (Euler = Llama), {trained(residual)}: {ppl(residual)}",
+            f"Residual model upcycled into {upcycled['settings']['decoder_ode_method']} with learned coefficients "
+            f"({len(upcycled['new_parameters'])} new gate tensors, every other parameter the residual model's):",
+            f"  before training: {ppl(upcycled, 'test_before')}; after {trained(upcycled)} more: {ppl(upcycled)}",
+            "fairseq ODE LM exported with `ode-seq export --to hf`, trained on in transformers:",
+            f"  first loss on the first batch: transformers {first['transformers_loss']:.6f}, "
+            f"fairseq {first['fairseq_loss']:.6f} (per-token NLLs differ by at most "
+            f"{first['max_token_difference']:.2e}; float32 rounding bound {first['rounding_bound']:.2e})",
+            f"  test perplexity (its own dictionary): {ppl(exported, 'test_before')} exported; "
+            f"{ppl(exported)} after {exported['steps']} steps in transformers",
+        ]
+    )
 
 
 def work_context(work: Path) -> int:
@@ -379,12 +408,16 @@ def main() -> None:
     eos = tokenizer.eos_token_id
     train = blocks(token_stream(read_lines(options.corpus / "tok" / "train.txt"), encode, eos), options.block)
     test = token_stream(read_lines(options.corpus / "tok" / "test.txt"), encode, eos)
-    for name, ode in (("rk2-learned", {"decoder_ode_method": "heun", "ode_coefficients": "learned"}),
-                      ("residual", {"decoder_ode_method": "euler"})):
+    for name, ode in (
+        ("rk2-learned", {"decoder_ode_method": "heun", "ode_coefficients": "learned"}),
+        ("residual", {"decoder_ode_method": "euler"}),
+    ):
         publish_stage(work / name, lambda out, ode=ode: train_llama(out, ode, tokenizer, train, test, options))
     publish_stage(work / "residual-to-rk2", lambda out: upcycle(out, work / "residual", train, test, options))
-    publish_stage(work / "fairseq-continued", lambda out: continue_fairseq(
-        out, options.fairseq_folder, options.fairseq_checkpoint, options.corpus, options))
+    publish_stage(
+        work / "fairseq-continued",
+        lambda out: continue_fairseq(out, options.fairseq_folder, options.fairseq_checkpoint, options.corpus, options),
+    )
     print(summary(work))
 
 
