@@ -25,10 +25,10 @@ FAIRSEQ_ARCH=ode_transformer_lm_rk2_learned
 parse_options "$@" <<'EOF'
 --work-dir=DIR        WORK_DIR      -         $REPO_ROOT/work-dirs/lm-bible  # prepare.sh's corpus (shared with the language-model demo);
                                                         # this example's outputs go to WORK_DIR/transformers
---steps=N             STEPS         positive  600       # Trainer steps of each model trained from scratch
---upcycle-steps=N     UPCYCLE_STEPS positive  200       # Trainer steps of the upcycled model
---fairseq-updates=N   FAIRSEQ_UPDATES positive  300     # fairseq-train updates of the exported model
---continue-steps=N    CONTINUE_STEPS positive  50       # steps of the exported model in transformers
+--steps=N             STEPS         positive  200       # Trainer steps of each model trained from scratch
+--upcycle-steps=N     UPCYCLE_STEPS positive  60        # Trainer steps of the upcycled model
+--fairseq-updates=N   FAIRSEQ_UPDATES positive  100     # fairseq-train updates of the exported model
+--continue-steps=N    CONTINUE_STEPS positive  20       # steps of the exported model in transformers
 --continue-lr=LR      CONTINUE_LR   number    5e-4      # their learning rate (AdamW, constant)
 --batch-size=N        BATCH_SIZE    positive  16        # blocks per step (of every model)
 --block=N             BLOCK         positive  128       # tokens per block (the models' positions)
@@ -36,7 +36,7 @@ parse_options "$@" <<'EOF'
 --layers=N            LAYERS        positive  2         # Llama models: blocks
 --dim=N               DIM           positive  128       # Llama models: width (FFN 4×, 2 heads)
 --lr=LR               LR            number    2e-3      # Trainer's peak learning rate
---warmup=N            WARMUP        whole     100       # Trainer's warmup steps (then linear decay to 0)
+--warmup=N            WARMUP        whole     20        # Trainer's warmup steps (then linear decay to 0)
 --seed=N              SEED          whole     1         #
 --train-lines|--valid-lines|--test-lines|--workers=N  PREPARE_ARGS[]  forward  # for prepare.sh
 EOF
