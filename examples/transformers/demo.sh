@@ -25,8 +25,8 @@ FAIRSEQ_ARCH=ode_transformer_lm_rk2_learned
 parse_options "$@" <<'EOF'
 --work-dir=DIR        WORK_DIR      -         $REPO_ROOT/work-dirs/lm-bible  # prepare.sh's corpus (shared with the language-model demo);
                                                         # this example's outputs go to WORK_DIR/transformers
---steps=N             STEPS         positive  200       # Trainer steps of each model trained from scratch
---upcycle-steps=N     UPCYCLE_STEPS positive  60        # Trainer steps of the upcycled model
+--steps=N             STEPS         positive  150       # Trainer steps of each model trained from scratch
+--upcycle-steps=N     UPCYCLE_STEPS positive  40        # Trainer steps of the upcycled model
 --fairseq-updates=N   FAIRSEQ_UPDATES positive  100     # fairseq-train updates of the exported model
 --continue-steps=N    CONTINUE_STEPS positive  20       # steps of the exported model in transformers
 --continue-lr=LR      CONTINUE_LR   number    5e-4      # their learning rate (AdamW, constant)
