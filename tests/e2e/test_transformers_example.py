@@ -16,6 +16,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import ode_seq.transformers  # noqa: F401  (registers ode_llama: the folders load with the installed classes)
 from tests.e2e.cli import run_pipeline
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
