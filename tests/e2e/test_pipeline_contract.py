@@ -48,6 +48,7 @@ SCRIPTS = [
     "language_modeling/sample.sh",
     "language_modeling/demo.sh",
     "language_modeling/study.sh",
+    "transformers/demo.sh",
 ]
 # Arguments a script needs before it reaches an unknown option (score.sh hands all to argparse).
 REQUIRED: Dict[str, List[str]] = {"translation/score.sh": ["--hyp", "h", "--ref", "r", "--lang", "es"]}
