@@ -40,6 +40,26 @@ class Workload:
         raise NotImplementedError
 
 
+class OptimizerStep(Workload):
+    """A training step: zero_grad; ``loss()`` under ``context.autocast()``; backward; optimizer step."""
+
+    def __init__(self, model: nn.Module, context, optimizer: torch.optim.Optimizer) -> None:
+        self.model, self.context, self.optimizer = model, context, optimizer
+
+    def prepare(self) -> None:
+        self.model.train()
+
+    def loss(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.context.autocast():
+            loss = self.loss()
+        loss.backward()
+        self.optimizer.step()
+
+
 class CallWorkload(Workload):
     def __init__(self, fn: Callable[[], None]) -> None:
         self.fn = fn

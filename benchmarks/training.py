@@ -19,7 +19,7 @@ from torch import nn
 from benchmarks.context import RunContext
 from benchmarks.data import synthetic_batch
 from benchmarks.measure import (
-    Workload,
+    OptimizerStep,
     median_ratio,
     model_and_optimizer_bytes,
     peak_extra_bytes,
@@ -40,32 +40,24 @@ class Batch(Protocol):
     pad: int
 
 
-class TrainingStep(Workload):
+class TrainingStep(OptimizerStep):
     """zero_grad; forward; label-smoothed NLL; backward; Adam step."""
 
     def __init__(self, model: nn.Module, batch: Batch, context: RunContext, label_smoothing: float = 0.1) -> None:
-        self.model = model
+        super().__init__(model, context, torch.optim.Adam(model.parameters(), lr=1e-4))
         self.batch = batch
-        self.context = context
         self.label_smoothing = label_smoothing
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 
-    def prepare(self) -> None:
-        self.model.train()
-
-    def run(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
-        with self.context.autocast():
-            out = self.model(**self.batch.net_input)
-            lprobs = self.model.get_normalized_probs(out, log_probs=True)
-            loss, _ = label_smoothed_nll_loss(
-                lprobs.view(-1, lprobs.size(-1)),
-                self.batch.target.view(-1),
-                self.label_smoothing,
-                ignore_index=self.batch.pad,
-            )
-        loss.backward()
-        self.optimizer.step()
+    def loss(self) -> torch.Tensor:
+        out = self.model(**self.batch.net_input)
+        lprobs = self.model.get_normalized_probs(out, log_probs=True)
+        loss, _ = label_smoothed_nll_loss(
+            lprobs.view(-1, lprobs.size(-1)),
+            self.batch.target.view(-1),
+            self.label_smoothing,
+            ignore_index=self.batch.pad,
+        )
+        return loss
 
     def peak_bytes(self) -> int:
         """Peak bytes of a training step, parameters and optimizer state included."""

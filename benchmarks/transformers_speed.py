@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from benchmarks.context import RunContext
-from benchmarks.measure import Workload, median_ratio, spread
+from benchmarks.measure import OptimizerStep, Workload, median_ratio, spread
 from benchmarks.table import Row
 from ode_seq.transformers import ODELlamaConfig, ODELlamaForCausalLM
 
@@ -72,22 +72,15 @@ def build_models(context: RunContext) -> Tuple[Dict[str, nn.Module], List[Tuple[
     return models, pairs
 
 
-class TrainingStep(Workload):
+class TrainingStep(OptimizerStep):
     """zero_grad; forward with labels (the model's own loss); backward; AdamW step."""
 
     def __init__(self, model: nn.Module, tokens: Tensor, context: RunContext) -> None:
-        self.model, self.tokens, self.context = model, tokens, context
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        super().__init__(model, context, torch.optim.AdamW(model.parameters(), lr=1e-4))
+        self.tokens = tokens
 
-    def prepare(self) -> None:
-        self.model.train()
-
-    def run(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
-        with self.context.autocast():
-            loss = self.model(input_ids=self.tokens, labels=self.tokens, use_cache=False).loss
-        loss.backward()
-        self.optimizer.step()
+    def loss(self) -> Tensor:
+        return self.model(input_ids=self.tokens, labels=self.tokens, use_cache=False).loss
 
 
 class Generation(Workload):

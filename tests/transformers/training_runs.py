@@ -10,14 +10,10 @@ from torch.utils.data import DataLoader
 from transformers import PreTrainedModel, Trainer, TrainingArguments, default_data_collator
 
 from ode_seq.transformers import ODELlamaConfig, ODELlamaForCausalLM
+from tests.transformers.ode_models import LLAMA_SIZES
 
 CONFIG = dict(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=64,
+    {name: value for name, value in LLAMA_SIZES.items() if name != "initializer_range"},
     decoder_ode_method="heun",
     ode_coefficients="learned",
     use_cache=False,
