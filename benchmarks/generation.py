@@ -17,7 +17,7 @@ from torch import nn
 
 from benchmarks.context import RunContext
 from benchmarks.data import generation_sample
-from benchmarks.measure import Workload, median_ratio, spread
+from benchmarks.measure import Workload, ratio_row
 from benchmarks.models import ode, transformer
 from benchmarks.table import Row
 
@@ -93,13 +93,14 @@ def run_generation(context: RunContext) -> List[Row]:
     rate = {label: sentences / statistics.median(t) for label, t in times.items()}
     targets = {specs[1].label: (">=", 0.95), specs[2].label: (">=", 0.85)}
     rows = [
-        Row(
+        ratio_row(
             "generation",
-            f"{spec.label} / {base}",
+            spec.label,
+            base,
             f"sentences/s (beam {s.beam})",
-            median_ratio(times[base], times[spec.label]),
+            times,
             targets.get(spec.label),
-            f"{rate[spec.label]:.2f} vs {rate[base]:.2f} sent/s; {spread(times[base], times[spec.label])}",
+            f"{rate[spec.label]:.2f} vs {rate[base]:.2f} sent/s",
         )
         for spec in specs[1:]
     ]

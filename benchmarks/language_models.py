@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from benchmarks.context import RunContext
 from benchmarks.data import language_model_batch, language_model_prompts
-from benchmarks.measure import Workload, median_ratio, spread
+from benchmarks.measure import Workload, ratio_row
 from benchmarks.models import ModelSpec, ode_lm, transformer_lm
 from benchmarks.table import Row
 from benchmarks.training import TRAINING_SPEED, TrainingStep, measure_steps, speed_and_memory_rows
@@ -125,13 +125,14 @@ def run_lm_generation(context: RunContext) -> List[Row]:
     for label, (_, n) in odes.items():
         base = vanilla(s.layers * n).label
         rows.append(
-            Row(
+            ratio_row(
                 "lm-generation",
-                f"{label} / {base}",
+                label,
+                base,
                 "generated tokens/s (sampling)",
-                median_ratio(times[base], times[label]),
+                times,
                 STEP_OVERHEAD,
-                f"{rate[label]:.0f} vs {rate[base]:.0f} tok/s; {spread(times[base], times[label])}",
+                f"{rate[label]:.0f} vs {rate[base]:.0f} tok/s",
             )
         )
     return rows

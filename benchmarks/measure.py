@@ -29,6 +29,8 @@ from torch import nn
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
+from benchmarks.table import Row
+
 
 class Workload:
     """Something to time: ``run`` is timed, ``prepare`` (before each run) is not."""
@@ -136,6 +138,22 @@ def spread(numerator: Iterable[float], denominator: Iterable[float]) -> str:
     """The range of the per-round ratios, e.g. 'rounds 0.93-1.02'."""
     ratios = round_ratios(numerator, denominator)
     return f"rounds {min(ratios):.2f}-{max(ratios):.2f}"
+
+
+def ratio_row(
+    section: str, label: str, base: str, metric: str, times: Mapping[str, List[float]], target, note: str = ""
+) -> Row:
+    """The row "``label`` / ``base``": the median per-round ratio of ``base``'s time to ``label``'s
+    (above 1: ``label`` is faster), ``note`` and the rounds' spread as its detail."""
+    detail = spread(times[base], times[label])
+    return Row(
+        section,
+        f"{label} / {base}",
+        metric,
+        median_ratio(times[base], times[label]),
+        target,
+        f"{note}; {detail}" if note else detail,
+    )
 
 
 def held_bytes(tensors: Iterable[torch.Tensor]) -> int:

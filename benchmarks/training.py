@@ -20,10 +20,9 @@ from benchmarks.context import RunContext
 from benchmarks.data import synthetic_batch
 from benchmarks.measure import (
     OptimizerStep,
-    median_ratio,
     model_and_optimizer_bytes,
     peak_extra_bytes,
-    spread,
+    ratio_row,
 )
 from benchmarks.models import ModelSpec, ode, transformer
 from benchmarks.table import Row
@@ -131,14 +130,7 @@ def speed_and_memory_rows(
     per-round ``times``) and the peak-memory ratio of a training step."""
     rate = {name: tokens / statistics.median(times[name]) for name in (label, base)}
     return [
-        Row(
-            section,
-            f"{label} / {base}",
-            metric,
-            median_ratio(times[base], times[label]),
-            speed_target,
-            f"{rate[label]:.0f} vs {rate[base]:.0f} tok/s; {spread(times[base], times[label])}",
-        ),
+        ratio_row(section, label, base, metric, times, speed_target, f"{rate[label]:.0f} vs {rate[base]:.0f} tok/s"),
         Row(
             section,
             f"{label} / {base}",

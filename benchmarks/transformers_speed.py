@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from benchmarks.context import RunContext
-from benchmarks.measure import OptimizerStep, Workload, median_ratio, spread
+from benchmarks.measure import OptimizerStep, Workload, ratio_row
 from benchmarks.table import Row
 from ode_seq.transformers import ODELlamaConfig, ODELlamaForCausalLM
 
@@ -114,14 +114,7 @@ def ratio_rows(
     section: str, metric: str, times: Dict[str, List[float]], pairs: List[Tuple[str, str, int]]
 ) -> List[Row]:
     return [
-        Row(
-            section,
-            f"{ode} / {plain}",
-            metric,
-            median_ratio(times[plain], times[ode]),
-            SAME_EVALUATIONS,
-            f"{n} layer evaluations each; {spread(times[plain], times[ode])}",
-        )
+        ratio_row(section, ode, plain, metric, times, SAME_EVALUATIONS, f"{n} layer evaluations each")
         for ode, plain, n in pairs
     ]
 
