@@ -17,10 +17,15 @@ Standard library only: the shell scripts read it at every start.
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+# What the study tables read from a run's fairseq-train log (fairseq 0.12's INFO lines).
+PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")  # group 1: the parameter count
+TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")  # a finished run; group 1: seconds
 
 
 @dataclass(frozen=True)

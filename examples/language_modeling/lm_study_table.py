@@ -40,14 +40,12 @@ from ode_seq.analysis.flops import FlopCount, pareto_front, read_flop_counts, tr
 from ode_seq.metrics.paired_bootstrap import DEFAULT_SAMPLES, compare, draw_counts, resample_indices
 from ode_seq.metrics.seeds import mean_or_none, mean_sd, pairs_by_seed
 from ode_seq.solvers import get_tableau
-from ode_seq.studies import LANGUAGE_MODEL
+from ode_seq.studies import LANGUAGE_MODEL, PARAMS, TRAINING_SECONDS
 
 BASELINE = LANGUAGE_MODEL.baseline
-PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
 VALID = re.compile(r"\| epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \|")
 TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \| .*?\| wps ([\d.]+) \| .*?\| train_wall ([\d.]+) \|")
 TRAIN_INNER = re.compile(r"epoch \d+:\s+\d+ / (\d+) .*?wps=([\d.]+), ups=[\d.]+, wpb=([\d.]+)")
-DONE = re.compile(r"done training in [\d.]+ seconds")
 EARLY_STOP = re.compile(r"early stop since valid performance hasn't improved for last (\d+) runs")
 TEST_PPL = re.compile(r"perplexity ([\d.]+) \(")
 OPTION = r"\b{}=(?:'(\w+)'|(\d+))"
@@ -104,7 +102,7 @@ def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
     log_file = run_dir / "train.log"
     log = log_file.read_text(encoding="utf-8") if log_file.is_file() else ""
     params = PARAMS.search(log)
-    if not DONE.search(log) or params is None:
+    if not TRAINING_SECONDS.search(log) or params is None:
         return None
     valid, epochs = validation_bits(log), by_epoch(TRAIN_EPOCH.findall(log))
     stopped_by = "patience" if EARLY_STOP.search(log) else "epoch cap" if len(valid) >= max_epoch else "its budget"

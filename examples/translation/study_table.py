@@ -28,10 +28,8 @@ from ode_seq.analysis.flops import FlopCount, pareto_front, read_flop_counts, tr
 from ode_seq.metrics.bleu import paired_test, read_fairseq_hypotheses, read_text_lines
 from ode_seq.metrics.seeds import mean_or_none, mean_sd, pairs_by_seed
 from ode_seq.solvers.tableaus import get_tableau
-from ode_seq.studies import TRANSLATION
+from ode_seq.studies import PARAMS, TRAINING_SECONDS, TRANSLATION
 
-PARAMS = re.compile(r"num\. (?:shared )?model params: ([\d,]+)")
-TRAINING_SECONDS = re.compile(r"done training in ([\d.]+) seconds")
 LAST_UPDATE = re.compile(r"num_updates[ =](\d+)")
 ENCODER_LAYERS = re.compile(r"\bencoder_layers=(\d+)")
 ENCODER_METHOD = re.compile(r"\bencoder_ode_method='(\w+)'")
