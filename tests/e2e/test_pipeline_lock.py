@@ -189,6 +189,7 @@ def fake_inputs(tmp: Path) -> Dict[str, tuple]:
         ),
         "language_modeling/demo.sh": (work, ["--work-dir", w, "--gpus", "0"]),
         "language_modeling/study.sh": (work, ["--work-dir", w, "--gpus", "0"]),
+        "transformers/demo.sh": (work, ["--work-dir", w]),
     }
 
 
