@@ -1,5 +1,5 @@
 """Gradient checkpointing of ODE blocks per stage. transformers' ``activation_checkpointing_enable``
-(``gradient_checkpointing_enable``, Trainer's ``gradient_checkpointing=True``) checkpoints each
+(``gradient_checkpointing_enable``, Trainer's ``activation_checkpointing=True``) checkpoints each
 decoder layer whole: the backward pass would recompute all of a block's stages at once. Here
 transformers still decides which layers checkpoint (``every_n_layers``) and still drops their
 key/value cache while training, but such a block's solver checkpoints every field evaluation
