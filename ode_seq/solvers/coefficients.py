@@ -21,7 +21,7 @@ The solvers take these modules as functions (``combine``, ``corrector``); the bl
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import Dict, List, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -52,7 +52,12 @@ class FreeWeights(nn.Module):
 
     def __init__(self, initial: Sequence[float]) -> None:
         super().__init__()
-        self.w = nn.Parameter(torch.tensor(list(initial), dtype=torch.float32))
+        self.initial = tuple(float(w) for w in initial)
+        self.w = nn.Parameter(self.initial_values()["w"])
+
+    def initial_values(self) -> Dict[str, Tensor]:
+        """Each parameter's value at construction (to set again where a loader skipped it)."""
+        return {"w": torch.tensor(self.initial, dtype=torch.float32)}
 
     def forward(self, ks: Sequence[Tensor]) -> Tensor:
         return sum(w * k for w, k in zip(self.w.to(ks[0].dtype), ks))
@@ -67,7 +72,12 @@ class EMAWeights(nn.Module):
     def __init__(self, stages: int, beta: float = 0.5) -> None:
         super().__init__()
         self.stages = stages
-        self.beta = nn.Parameter(torch.tensor(beta))
+        self.initial_beta = beta
+        self.beta = nn.Parameter(self.initial_values()["beta"])
+
+    def initial_values(self) -> Dict[str, Tensor]:
+        """Each parameter's value at construction (to set again where a loader skipped it)."""
+        return {"beta": torch.tensor(self.initial_beta)}
 
     def weights(self, ks: Sequence[Tensor]) -> Tensor:
         """w (s,): β(1−β)^{s−i} for i = 1 … s. (The exponents are made here, not kept in a
@@ -115,9 +125,15 @@ class MultistepCorrector(nn.Module):
         super().__init__()
         if history < 0:
             raise ValueError(f"the corrector's history length m must be >= 0, got {history}")
-        uniform = 1.0 / (history + 2)
-        self.alpha = nn.Parameter(torch.tensor(uniform))
-        self.beta = nn.Parameter(torch.full((history + 1,), uniform))
+        self.history = history
+        initial = self.initial_values()
+        self.alpha = nn.Parameter(initial["alpha"])
+        self.beta = nn.Parameter(initial["beta"])
+
+    def initial_values(self) -> Dict[str, Tensor]:
+        """Each parameter's value at construction (to set again where a loader skipped it)."""
+        uniform = 1.0 / (self.history + 2)
+        return {"alpha": torch.tensor(uniform), "beta": torch.full((self.history + 1,), uniform)}
 
     @property
     def length(self) -> int:

@@ -17,7 +17,6 @@ import inspect
 from dataclasses import replace
 from typing import Any, Callable, ClassVar, List, Optional, Tuple
 
-import torch
 from torch import Tensor, nn
 from transformers import initialization as init
 
@@ -126,26 +125,19 @@ class ODEDecoderBlock:
         return y
 
 
-def init_ode_weights(module: nn.Module, gates: List[nn.Module], config: Any) -> None:
+def init_ode_weights(module: nn.Module, gates: List[nn.Module]) -> None:
     """ode-seq's initial values of the weights a block's solver owns, for a model built from a
     config and for the weights an upcycled checkpoint lacks (transformers initialises only those
     missing; it would give a gate's Linear normal(0, initializer_range), and leave the parameters
     of modules it does not know as allocated: measured, free, EMA and corrector weights of about
-    ±1e32): a gate's projection (one of ``gates``) Xavier-uniform with β = 0; free weights b
-    (``free``) or 1 (``free-ones``); EMA β = ½; a multistep corrector's α, β_j = 1/(m + 2)."""
+    ±1e32): a gate's projection (one of ``gates``) Xavier-uniform with β = 0; free, EMA and corrector
+    weights their modules' ``initial_values`` (b or 1, β = ½, α and β_j = 1/(m + 2))."""
     if any(module is gate.proj for gate in gates):
         init.xavier_uniform_(module.weight)
         init.zeros_(module.bias)
-    elif isinstance(module, FreeWeights):
-        tableau = get_tableau(config.decoder_ode_method)
-        initial = tableau.b if config.ode_coefficients == "free" else [1.0] * tableau.stages
-        init.copy_(module.w, torch.tensor(initial, dtype=module.w.dtype))
-    elif isinstance(module, EMAWeights):
-        init.constant_(module.beta, 0.5)
-    elif isinstance(module, MultistepCorrector):
-        uniform = 1.0 / (module.length + 1)
-        init.constant_(module.alpha, uniform)
-        init.constant_(module.beta, uniform)
+    elif isinstance(module, (FreeWeights, EMAWeights, MultistepCorrector)):
+        for name, value in module.initial_values().items():
+            init.copy_(getattr(module, name), value)
 
 
 def stage_gates(model: nn.Module) -> List[nn.Module]:

@@ -111,7 +111,8 @@ class ODEWeights:
 
     def _init_weights(self, module: nn.Module) -> None:
         super()._init_weights(module)
-        init_ode_weights(module, stage_gates(self), self.config)
+        gates = stage_gates(self) if isinstance(module, nn.Linear) else []  # a gate's projection is a Linear
+        init_ode_weights(module, gates)
 
 
 # What both pre-trained classes of every family add to the family's own, first in their bases.
