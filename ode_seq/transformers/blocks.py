@@ -9,7 +9,9 @@ F built by :func:`ode_seq.fields.layer_field` from the layer's two branches, a(x
 and m(x) = MLP(Norm₂ x) (the family's accessors); the residual-branch form is
 F(z) = a(z) + m(z + a(z)), so Euler with one step of size 1 is the family's own layer. Every
 evaluation of a gets the layer's mask and positions (the same rotary embeddings or learned
-positions at every stage) and its own key/value cache (:mod:`.stage_caches`). The solvers, their
+positions at every stage) and its own key/value cache (:mod:`.stage_caches`; a block of one
+evaluation uses its layer of the cache as the family's layer does). A block that is its family's
+layer (:meth:`ODEDecoderBlock.is_family_layer`) runs the family's forward. The solvers, their
 stage weights and PCformer's corrector are ode-seq's (:class:`ode_seq.solvers.StackSolvers`).
 """
 
@@ -21,7 +23,7 @@ from torch import Tensor, nn
 from transformers import initialization as init
 
 from ode_seq.fields import Sublayer, layer_field
-from ode_seq.solvers.coefficients import EMAWeights, FreeWeights, MultistepCorrector, StageGate
+from ode_seq.solvers.coefficients import EMAWeights, FixedWeights, FreeWeights, MultistepCorrector, StageGate
 from ode_seq.solvers.fixed_grid import FixedGridSolver, SplitField
 from ode_seq.solvers.stack_solvers import StackSolvers
 from ode_seq.solvers.tableaus import get_tableau
@@ -70,19 +72,34 @@ class ODEDecoderBlock:
         corrector = getattr(solver, "corrector", None)
         if corrector is not None:
             self.corrector = corrector
+        self._registered: Tuple[Optional[tuple], FixedGridSolver, tuple] = (None, solver, ())  # registered_solver's
 
     def registered_solver(self) -> FixedGridSolver:
         """The solver with the weights registered on the block now: peft's ``modules_to_save``, for
-        one, puts a trainable copy of ``combiner`` or ``corrector`` in the original's place."""
-        weights = {
-            name: module
-            for name, module in (
-                ("combine", self._modules.get("combiner")),
-                ("corrector", self._modules.get("corrector")),
-            )
-            if module is not None
-        }
-        return replace(self.solver, **weights) if weights else self.solver
+        one, puts a trainable copy of ``combiner`` or ``corrector`` in the original's place (made
+        again only when the solver or one of them changes)."""
+        weights = {name: self._modules[name] for name in ("combiner", "corrector") if name in self._modules}
+        parts = (self.solver, *weights.values())
+        key = tuple(map(id, parts))
+        if self._registered[0] != key:
+            renamed = {"combine" if name == "combiner" else name: module for name, module in weights.items()}
+            # ``parts`` is kept with it: while it is, no other object takes one of the ids
+            self._registered = (key, replace(self.solver, **renamed) if renamed else self.solver, parts)
+        return self._registered[1]
+
+    def is_family_layer(self, solver: FixedGridSolver) -> bool:
+        """Whether ``solver``'s solve is the family's layer: one step of size 1 of a one-stage method
+        with the tableau's b = (1) (Euler), no corrector, on y = z + a(z) + m(z + a(z)) (the
+        residual-branch field, or the sublayers one after the other), no stage to checkpoint."""
+        return (
+            solver.tableau.b == (1.0,)
+            and solver.steps == 1
+            and solver.interval == 1.0
+            and isinstance(solver.combine, (type(None), FixedWeights))
+            and getattr(solver, "corrector", None) is None
+            and not solver.checkpoint_stages
+            and (self.scope == "sublayer" or self.field_form == "residual-branch")
+        )
 
     @property
     def evaluations(self) -> int:
@@ -91,9 +108,13 @@ class ODEDecoderBlock:
 
     def attention_arguments(self, hidden_states: Tensor, args: tuple, kwargs: dict) -> Tuple[Any, dict]:
         """(cache, the other arguments for the attention) from the layer's call as its model makes it."""
-        bound = self.layer_signature.bind(self, hidden_states, *args, **kwargs).arguments
-        arguments = {name: value for name, value in bound.items() if name not in ("self", "hidden_states", "kwargs")}
-        arguments.update(bound.get("kwargs", {}))
+        if args:  # named by the layer's signature (GPT-2 passes some positionally)
+            bound = self.layer_signature.bind(self, hidden_states, *args, **kwargs).arguments
+            own = ("self", "hidden_states", "kwargs")
+            arguments = {name: value for name, value in bound.items() if name not in own}
+            arguments.update(bound.get("kwargs", {}))
+        else:
+            arguments = dict(kwargs)
         if arguments.pop("encoder_hidden_states", None) is not None:
             raise ValueError("an ODE decoder block has no cross-attention: build it with add_cross_attention=False")
         arguments.pop("encoder_attention_mask", None)
@@ -101,11 +122,15 @@ class ODEDecoderBlock:
 
     def forward(self, hidden_states: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         """y(T) from y(0) = ``hidden_states``, the arguments as the family's model passes its layers."""
+        solver = self.registered_solver()
+        if self.is_family_layer(solver):
+            return super().forward(hidden_states, *args, **kwargs)
         cache, attention = self.attention_arguments(hidden_states, args, kwargs)
-        caches = None if cache is None else StageCaches(cache, self.layer_idx, self.solver.steps * self.evaluations)
+        slots = self.solver.steps * self.evaluations  # one evaluation: the family's own cache, as its layer uses it
+        caches = StageCaches(cache, self.layer_idx, slots) if cache is not None and slots > 1 else None
 
         def attention_part(t: float, z: Tensor, step: int, stage: int) -> Tensor:
-            evaluation = None if caches is None else caches.evaluation(step * self.evaluations + stage)
+            evaluation = cache if caches is None else caches.evaluation(step * self.evaluations + stage)
             return self.attention_branch(z, cache=evaluation, **attention)
 
         def mlp_part(t: float, z: Tensor, step: int, stage: int) -> Tensor:
@@ -119,7 +144,7 @@ class ODEDecoderBlock:
                 a = Sublayer(lambda x: attention_part(t, x, step, stage))
                 return layer_field(self.field_form, z, [a, Sublayer(self.mlp_branch)])
 
-        y = self.registered_solver().solve(field, hidden_states)
+        y = solver.solve(field, hidden_states)
         if caches is not None:
             caches.commit()
         return y

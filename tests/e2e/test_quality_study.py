@@ -50,9 +50,10 @@ def study(tmp_path_factory) -> tuple[Path, str]:
 
 
 def prepared_copy(work: Path, copy: Path) -> Path:
-    """A new work dir holding ``work``'s prepared corpus and FLOP counts but none of its runs, records
-    or tables: a study started there with the same corpus options begins at its runs."""
-    shutil.copytree(work, copy, ignore=shutil.ignore_patterns("grid", "runs", "records", "results*"))
+    """A new work dir holding ``work``'s prepared corpus and FLOP counts but none of its runs, records,
+    tuning or tables: a study started there with the same corpus options begins at its runs."""
+    ignored = shutil.ignore_patterns("grid", "runs", "tuned", "records", "results*", "tuning*")
+    shutil.copytree(work, copy, ignore=ignored)
     return copy
 
 
@@ -311,11 +312,11 @@ def test_table_script_runs_from_any_directory_without_pythonpath(tmp_path):
     assert missing.returncode == 2 and "run quality_study.sh first" in missing.stderr
 
 
-def test_tune_picks_a_setting_beside_a_given_one_and_a_fresh_work_dir_resumes_from_the_records(study, tmp_path):
+def test_tune_picks_a_setting_beside_a_given_one_and_a_work_dir_without_runs_resumes_from_the_records(study, tmp_path):
     """A PCformer row (its encoder evaluations counted with the corrector's) tuned: the lrs at the
     default warmup, then the warmups at the best lr, the chosen setting's tuning run reused as seed 1;
     beside a residual model whose --setting is not tuned (its runs: the records of the study above);
-    then the whole tuned study resumes from its records in a fresh work dir."""
+    then the whole tuned study resumes from its records in a work dir with none of its runs."""
     records = tmp_path / "records"
     shutil.copytree(study[0] / "records", records)
     work = prepared_copy(study[0], tmp_path / "tuned")  # the corpus and the residual model's FLOPs
@@ -343,7 +344,7 @@ def test_tune_picks_a_setting_beside_a_given_one_and_a_fresh_work_dir_resumes_fr
     pcformer = next(cells for name, cells in rows.items() if name.startswith("PCformer 6-6"))
     assert (rows["residual (Euler) 6-6"][1], pcformer[1]) == ("6", "30")
     assert pcformer[0] != rows["residual (Euler) 6-6"][0]  # the corrector's weights
-    fresh = tmp_path / "fresh"
+    fresh = prepared_copy(work, tmp_path / "fresh")
     again = run_script("quality_study.sh", "--work-dir", str(fresh), *args)
     assert again.returncode == 0, again.stderr[-4000:]
     assert "reused the record" in again.stderr and "finished" not in again.stderr

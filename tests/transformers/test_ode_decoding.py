@@ -168,6 +168,18 @@ def test_a_static_cache_is_refused_naming_the_dynamic_one():
         model.generate(TOKENS, attention_mask=LEFT_PADDED, cache_implementation="static", **GENERATE)
 
 
+@pytest.mark.parametrize("field", ["residual-branch", "parallel-branch"])
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_a_block_of_one_evaluation_decodes_with_a_static_cache_as_the_familys_layer_does(family, field):
+    """Euler in one step evaluates each layer once: its block (the family's forward on the
+    residual-branch field, the solve on the parallel-branch one) uses its layer of the cache
+    itself, so transformers' static cache serves it as it serves the family's model."""
+    model = ode_model(family, decoder_ode_method="euler", ode_field=field)
+    static = model.generate(TOKENS, attention_mask=LEFT_PADDED, cache_implementation="static", **GENERATE)
+    uncached = model.generate(TOKENS, attention_mask=LEFT_PADDED, use_cache=False, **GENERATE)
+    assert torch.equal(static, uncached)
+
+
 @pytest.mark.parametrize("family", ["llama", "mistral"])
 def test_prompt_lookup_decoding_crops_the_caches_and_equals_greedy(family):
     """Prompt lookup proposes 3 tokens copied from the prompt and crops the cache back where the

@@ -30,12 +30,19 @@ def test_the_auto_classes_build_each_familys_ode_model(family, name):
 
 
 @pytest.mark.parametrize("attention_mask", [None, LEFT_PADDED], ids=["unpadded", "left-padded"])
+@pytest.mark.parametrize("solved", [False, True], ids=["the-familys-forward", "solved"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_euler_with_one_step_per_layer_is_the_familys_own_model(family, attention_mask):
-    """Mistral's sliding window (4) is shorter than the inputs (9)."""
+def test_euler_with_one_step_per_layer_is_the_familys_own_model(family, solved, attention_mask):
+    """A block of one Euler step runs the family's forward; with its stages checkpointed (which
+    only gradients use) the solver computes y = z + F(z) from the block's field instead. Mistral's
+    sliding window (4) is shorter than the inputs (9)."""
     reference = original(family)
     model = ode_model(family, dtype=torch.float32)
     model.load_state_dict(reference.state_dict())
+    if solved:
+        model.activation_checkpointing_enable()
+    blocks = [module for module in model.modules() if hasattr(module, "is_family_layer")]
+    assert [block.is_family_layer(block.registered_solver()) for block in blocks] == [not solved] * 2
     with torch.no_grad():
         expected = reference(TOKENS, attention_mask=attention_mask).logits
         actual = model(TOKENS, attention_mask=attention_mask).logits
