@@ -25,7 +25,7 @@ parse_options "$@" <<'EOF'
 --bpe-codes=FILE      BPE_CODES                                    # apply these BPE codes instead of learning them (subword bpe only)
 --max-len=N           MAX_LEN     positive               250       # training pair filter: at most N subwords a side
 --ratio=R             RATIO       number                 1.5       # training pair filter: length ratio at most R
---workers=N           WORKERS     positive               $(nproc)  # (default: nproc)
+--workers=N           WORKERS     positive               $(nproc)  # processes or threads per stage; Moses tokenisation: files of 10,000+ lines only (default: nproc)
 EOF
 [[ -z "$BPE_CODES" || "$SUBWORD" == bpe ]] || usage_error "--bpe-codes needs --subword bpe"
 [[ -z "$BPE_CODES" || -s "$BPE_CODES" ]] || die "BPE codes file $BPE_CODES is missing or empty"
@@ -76,7 +76,9 @@ if run_stage "$WORK_DIR/tok" "tokenisation"; then
   rm -rf "$WORK_DIR/tok.tmp" && mkdir -p "$WORK_DIR/tok.tmp"
   for split in train valid test; do
     for lang in "$SRC" "$TGT"; do
-      sacremoses -q -l "$lang" -j "$WORKERS" normalize -c tokenize -a \
+      # sacremoses' worker processes take a second or more to start: one process below 10,000 lines
+      lines="$(wc -l < "$WORK_DIR/raw/$split.$lang")"
+      sacremoses -q -l "$lang" -j "$(( lines < 10000 ? 1 : WORKERS ))" normalize -c tokenize -a \
         < "$WORK_DIR/raw/$split.$lang" > "$WORK_DIR/tok.tmp/$split.$lang"
     done
   done
