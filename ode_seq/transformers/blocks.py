@@ -72,7 +72,7 @@ class ODEDecoderBlock:
         corrector = getattr(solver, "corrector", None)
         if corrector is not None:
             self.corrector = corrector
-        self._registered: Tuple[Optional[tuple], FixedGridSolver, tuple] = (None, solver, ())  # registered_solver's
+        self._registered: Tuple[tuple, FixedGridSolver] = ((), solver)  # registered_solver's: (its parts, it)
 
     def registered_solver(self) -> FixedGridSolver:
         """The solver with the weights registered on the block now: peft's ``modules_to_save``, for
@@ -80,11 +80,10 @@ class ODEDecoderBlock:
         again only when the solver or one of them changes)."""
         weights = {name: self._modules[name] for name in ("combiner", "corrector") if name in self._modules}
         parts = (self.solver, *weights.values())
-        key = tuple(map(id, parts))
-        if self._registered[0] != key:
+        made_from = self._registered[0]
+        if len(made_from) != len(parts) or any(old is not new for old, new in zip(made_from, parts)):
             renamed = {"combine" if name == "combiner" else name: module for name, module in weights.items()}
-            # ``parts`` is kept with it: while it is, no other object takes one of the ids
-            self._registered = (key, replace(self.solver, **renamed) if renamed else self.solver, parts)
+            self._registered = (parts, replace(self.solver, **renamed) if renamed else self.solver)
         return self._registered[1]
 
     def is_family_layer(self, solver: FixedGridSolver) -> bool:
@@ -100,11 +99,6 @@ class ODEDecoderBlock:
             and not solver.checkpoint_stages
             and (self.scope == "sublayer" or self.field_form == "residual-branch")
         )
-
-    @property
-    def evaluations(self) -> int:
-        """The attention evaluations of one step that keep a cache (the MLP parts of a split field keep none)."""
-        return self.solver.evaluations_per_step
 
     def attention_arguments(self, hidden_states: Tensor, args: tuple, kwargs: dict) -> Tuple[Any, dict]:
         """(cache, the other arguments for the attention) from the layer's call as its model makes it."""
@@ -126,11 +120,12 @@ class ODEDecoderBlock:
         if self.is_family_layer(solver):
             return super().forward(hidden_states, *args, **kwargs)
         cache, attention = self.attention_arguments(hidden_states, args, kwargs)
-        slots = self.solver.steps * self.evaluations  # one evaluation: the family's own cache, as its layer uses it
+        evaluations = solver.evaluations_per_step  # of one step's attention (a split field's MLP parts keep no cache)
+        slots = solver.steps * evaluations  # one evaluation: the family's own cache, as its layer uses it
         caches = StageCaches(cache, self.layer_idx, slots) if cache is not None and slots > 1 else None
 
         def attention_part(t: float, z: Tensor, step: int, stage: int) -> Tensor:
-            evaluation = cache if caches is None else caches.evaluation(step * self.evaluations + stage)
+            evaluation = cache if caches is None else caches.evaluation(step * evaluations + stage)
             return self.attention_branch(z, cache=evaluation, **attention)
 
         def mlp_part(t: float, z: Tensor, step: int, stage: int) -> Tensor:
