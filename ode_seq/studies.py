@@ -213,7 +213,7 @@ LANGUAGE_MODEL = Study(
         # residual model of its layers (ode-seq as-residual), fine-tuned (study.sh --residual-lr).
         Configuration(
             "rk2_learned_as_residual",
-            "RK2-learned's layers as a residual model, fine-tuned (its FLOPs: the fine-tune's)",
+            "RK2-learned's layers as a residual model, fine-tuned",
             "ode_transformer_lm_euler",
             teacher="rk2_learned",
             default=True,

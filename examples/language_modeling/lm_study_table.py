@@ -3,7 +3,9 @@
 A run is GRID_DIR/CONFIG/lrLR/seedS with train.sh's train.log (one validation per epoch),
 eval-test/scores.txt (evaluate.sh: test perplexity of the best checkpoint) and
 eval-test/verse-scores.txt (per test line: natural-log likelihood and tokens); a tuning run's
-first epochs are logged in its tuning.log.
+first epochs are logged in its tuning.log. A run made from a teacher's layers is paired with the
+teacher run it was made from: the run in its teacher/ directory (a teacher retrained for it), else
+the study's run of the teacher at the same lr and seed.
 
     lm_study_table.py --grid-dir DIR --tune-seed S --tuned A B --tune-lrs L1 L2 ... --tune-epochs N --best CONFIG
         prints the lr whose tuning run (seed S) has the lowest validation loss in its first N epochs
@@ -19,7 +21,8 @@ first epochs are logged in its tuning.log.
         figure every run against its training FLOPs, with the Pareto front
 
 Training FLOPs to the scored checkpoint = training FLOPs per token × the training tokens seen up to
-the best epoch (each epoch's updates × its mean tokens per update, from train.log).
+the best epoch (each epoch's updates × its mean tokens per update, from train.log); a run made from a
+teacher's layers adds the teacher's training FLOPs to its scored checkpoint.
 
 Perplexities are e^(−Σ log-likelihood / Σ tokens) (fairseq's 2^loss in bits).
 """
@@ -43,6 +46,7 @@ from ode_seq.solvers import get_tableau
 from ode_seq.studies import LANGUAGE_MODEL, PARAMS, TRAINING_SECONDS
 
 BASELINE = LANGUAGE_MODEL.baseline
+TEACHERS = LANGUAGE_MODEL.pairs("teacher")  # configuration → the one whose trained layers it starts from
 VALID = re.compile(r"\| epoch (\d+) \| valid on 'valid' subset \| loss ([\d.]+) \|")
 TRAIN_EPOCH = re.compile(r"\| train \| epoch (\d+) \| .*?\| wps ([\d.]+) \| .*?\| train_wall ([\d.]+) \|")
 TRAIN_INNER = re.compile(r"epoch \d+:\s+\d+ / (\d+) .*?wps=([\d.]+), ups=[\d.]+, wpb=([\d.]+)")
@@ -63,6 +67,8 @@ class Run:
     minutes: float  # in training updates, summed over the epochs (a resumed run's included)
     test_perplexity: Optional[float]
     verses: Optional[np.ndarray]  # (verses, 2): log-likelihood, tokens
+    directory: Path
+    teacher: Optional[Run] = None  # the run whose layers it was made from (teacher_run)
 
     @property
     def best_valid_perplexity(self) -> float:
@@ -97,7 +103,7 @@ def validation_bits(log: str) -> List[float]:
     return [float(bits) for (bits,) in by_epoch(VALID.findall(log))]
 
 
-def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
+def read_run(run_dir: Path, max_epoch: int, seed: int) -> Optional[Run]:
     """The finished run in ``run_dir`` (None before its training ended)."""
     log_file = run_dir / "train.log"
     log = log_file.read_text(encoding="utf-8") if log_file.is_file() else ""
@@ -109,7 +115,7 @@ def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
     scores, verses = run_dir / "eval-test" / "scores.txt", run_dir / "eval-test" / "verse-scores.txt"
     test = TEST_PPL.search(scores.read_text(encoding="utf-8")) if scores.is_file() else None
     return Run(
-        seed=int(run_dir.name.removeprefix("seed")),
+        seed=seed,
         parameters=int(params.group(1).replace(",", "")),
         evaluations=layer_evaluations(log),
         valid_bits=valid,
@@ -119,12 +125,38 @@ def read_run(run_dir: Path, max_epoch: int) -> Optional[Run]:
         minutes=sum(float(wall) for _, wall in epochs) / 60,
         test_perplexity=float(test.group(1)) if test else None,
         verses=np.loadtxt(verses, ndmin=2) if verses.is_file() else None,
+        directory=run_dir,
     )
 
 
-def runs_of(setting_dir: Path, max_epoch: int) -> List[Run]:
-    runs = (read_run(d, max_epoch) for d in sorted(setting_dir.glob("seed*")))
-    return sorted((run for run in runs if run is not None), key=lambda run: run.seed)
+def seed_of(run_dir: Path) -> int:
+    return int(run_dir.name.removeprefix("seed"))
+
+
+def teacher_run(run_dir: Path, teacher: str, max_epoch: int) -> Run:
+    """The scored run of ``teacher`` whose layers the run in ``run_dir`` was made from: the one its
+    teacher/ directory holds (a teacher retrained for it), else the study's run of the same lr and seed."""
+    grid_run = run_dir.resolve()
+    path = run_dir / "teacher"
+    if not path.is_dir():
+        path = grid_run.parents[2] / teacher / grid_run.parent.name / grid_run.name
+    run = read_run(path, max_epoch, seed_of(run_dir))
+    if run is None or run.test_perplexity is None or run.verses is None:
+        raise ValueError(
+            f"{run_dir} was made from {teacher}'s layers, but {path} holds no scored run of it: rerun study.sh"
+        )
+    return run
+
+
+def runs_of(setting_dir: Path, max_epoch: int, teacher: Optional[str] = None) -> List[Run]:
+    """The finished runs of one setting (CONFIG/lrLR), each with its ``teacher``'s run where it has one."""
+    runs = []
+    for run_dir in sorted(setting_dir.glob("seed*")):
+        run = read_run(run_dir, max_epoch, seed_of(run_dir))
+        if run is not None and teacher:
+            run.teacher = teacher_run(run_dir, teacher, max_epoch)
+        runs += [run] if run is not None else []
+    return sorted(runs, key=lambda run: run.seed)
 
 
 @dataclass
@@ -239,14 +271,16 @@ def tuning_table(args: argparse.Namespace) -> List[str]:
     return lines
 
 
-def training_flops(run: Run, count: FlopCount) -> List[float]:
-    """The training FLOPs spent by the end of each epoch of ``run``."""
-    return [tokens * count.training_per_token for tokens in run.tokens_seen]
+def training_flops(config: str, run: Run, flops: Dict[str, FlopCount]) -> List[float]:
+    """The training FLOPs spent by the end of each epoch of ``run`` (of ``config``), after those of
+    its teacher up to the teacher's scored checkpoint where it was made from a teacher's layers."""
+    start = scored_flops(TEACHERS[config], run.teacher, flops) if run.teacher else 0.0
+    return [start + tokens * flops[config].training_per_token for tokens in run.tokens_seen]
 
 
-def scored_flops(run: Run, count: FlopCount) -> float:
+def scored_flops(config: str, run: Run, flops: Dict[str, FlopCount]) -> float:
     """The training FLOPs spent up to the scored (best) checkpoint."""
-    return training_flops(run, count)[run.best_epoch - 1]
+    return training_flops(config, run, flops)[run.best_epoch - 1]
 
 
 def scored(runs: List[Run]) -> List[Run]:
@@ -284,7 +318,7 @@ def study_table(args: argparse.Namespace, by_config: Dict[str, List[Run]], flops
             f"| {differences} "
             f"| {mean_sd([r.best_valid_perplexity for r in done])} "
             f"| {', '.join(f'{len(r.valid_bits)} ({r.stopped_by})' for r in done)} "
-            f"| {statistics.mean(scored_flops(r, count) for r in done):.2e} "
+            f"| {statistics.mean(scored_flops(config, r, flops) for r in done):.2e} "
             f"| {statistics.mean(r.tokens_per_second for r in done):,.0f} "
             f"| {statistics.mean(r.minutes for r in done):.1f} |"
         )
@@ -339,20 +373,32 @@ def draw(by_config: Dict[str, List[Run]], path: Path) -> None:
     plt.close(fig)
 
 
+def against_teacher(run: Run, study_runs: Dict[int, Run]) -> str:
+    """``run`` against the teacher run it was made from, and a retrained teacher against the study's
+    run of its seed (the same recipe: equal unless training is not reproducible)."""
+    teacher = run.teacher
+    cell = (
+        f"seed {run.seed} {run.test_perplexity - teacher.test_perplexity:+.2f} "
+        f"(p = {paired_p_value(run.verses, teacher.verses):.3f}"
+    )
+    if teacher.directory.name != "teacher":
+        return cell + ")"
+    study_run = study_runs.get(run.seed)
+    study = f", the study's run {study_run.test_perplexity:.2f}" if study_run else ""
+    return cell + f"; its teacher retrained: {teacher.test_perplexity:.2f}{study})"
+
+
 def against_teachers(by_config: Dict[str, List[Run]]) -> List[str]:
-    """Each residual model made of a teacher's layers against the teacher of its seed."""
+    """Each model made of a teacher's layers against the teacher run of its seed it was made from."""
     lines = []
-    for config, teacher in LANGUAGE_MODEL.pairs("teacher").items():
-        pairs = pairs_by_seed(scored(by_config.get(config, [])), scored(by_config.get(teacher, [])))
-        if pairs:
+    for config, teacher in TEACHERS.items():
+        done = scored(by_config.get(config, []))
+        if done:
+            study_runs = {run.seed: run for run in scored(by_config.get(teacher, []))}
             lines.append(
-                f"{LANGUAGE_MODEL.label(config)} against {LANGUAGE_MODEL.label(teacher)} of its seed "
-                "(paired bootstrap p over verses): "
-                + ", ".join(
-                    f"seed {run.seed} {run.test_perplexity - t.test_perplexity:+.2f} "
-                    f"(p = {paired_p_value(run.verses, t.verses):.3f})"
-                    for run, t in pairs
-                )
+                f"{LANGUAGE_MODEL.label(config)} against the {LANGUAGE_MODEL.label(teacher)} run it was made "
+                "from (paired bootstrap p over verses): "
+                + ", ".join(against_teacher(run, study_runs) for run in done)
                 + "."
             )
     return lines
@@ -361,7 +407,7 @@ def against_teachers(by_config: Dict[str, List[Run]]) -> List[str]:
 def scored_points(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount]) -> List[tuple]:
     """(training FLOPs to the scored checkpoint, test perplexity, configuration, seed) of every scored run."""
     return [
-        (scored_flops(run, flops[config]), run.test_perplexity, config, run.seed)
+        (scored_flops(config, run, flops), run.test_perplexity, config, run.seed)
         for config, runs in by_config.items()
         for run in scored(runs)
     ]
@@ -384,7 +430,7 @@ def front_lines(points: List[tuple]) -> List[str]:
 def equal_compute_table(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount]) -> List[str]:
     """Each run's best validation perplexity within the training FLOPs that the residual run of its seed
     spent up to its scored checkpoint (epochs ending within that budget)."""
-    budgets = {run.seed: scored_flops(run, flops[BASELINE]) for run in by_config.get(BASELINE, [])}
+    budgets = {run.seed: scored_flops(BASELINE, run, flops) for run in by_config.get(BASELINE, [])}
     seeds = sorted(budgets)
     if not seeds:
         return []
@@ -406,7 +452,7 @@ def equal_compute_table(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCo
                 if run is None
                 else [
                     2**bits
-                    for bits, spent in zip(run.valid_bits, training_flops(run, flops[config]))
+                    for bits, spent in zip(run.valid_bits, training_flops(config, run, flops))
                     if spent <= budgets[seed]
                 ]
             )
@@ -427,7 +473,7 @@ def draw_compute(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCount], p
     plot_score_against_compute(
         curves={
             LANGUAGE_MODEL.label(config): [
-                list(zip(training_flops(run, flops[config]), (2**b for b in run.valid_bits))) for run in runs
+                list(zip(training_flops(config, run, flops), (2**b for b in run.valid_bits))) for run in runs
             ]
             for config, runs in by_config.items()
         },
@@ -473,8 +519,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.chosen_dir is None or args.flops_dir is None:
             parser.error("give --best CONFIG, --speed-dir DIR or --chosen-dir DIR with --flops-dir DIR")
-        by_config = {config: runs_of(args.chosen_dir / config, args.max_epoch) for config in args.configs}
-        flops = read_flop_counts(args.flops_dir, args.configs, "study.sh")
+        by_config = {
+            config: runs_of(args.chosen_dir / config, args.max_epoch, TEACHERS.get(config)) for config in args.configs
+        }
+        counted = list(dict.fromkeys([*args.configs, *(TEACHERS[c] for c in args.configs if c in TEACHERS)]))
+        flops = read_flop_counts(args.flops_dir, counted, "study.sh")
         lines = [
             *tuning_table(args),
             "",

@@ -37,7 +37,9 @@ use_project_python
 # (CONFIG_ARCH, CONFIG_LAYERS: the decoder's layers, CONFIG_OPTIONS; CONFIG_TEACHER: train with an ODE
 # block, serve at residual cost: the teacher's best checkpoint (same seed, the lr the run names) as the
 # residual model of its layers (ode-seq as-residual), fine-tuned at --residual-lr for --residual-share of
-# the teacher's training FLOPs; -P: this checkout's table, whatever the working directory).
+# the teacher's training FLOPs; a teacher whose run here has no checkpoint (read from its record) is
+# retrained in WORK_DIR/teachers and scored, and the record of the run made from it keeps it, in teacher/,
+# for the pairing; -P: this checkout's table, whatever the working directory).
 STUDY="$(python -P -m ode_seq.studies shell lm)" || die "could not read the table of studies (message above)"
 eval "$STUDY"
 
@@ -158,17 +160,26 @@ print(max(1, int(float(share) * tokens[-1] * per_token[0] / (per_token[1] * toke
 PY
 }
 
-from_teacher() {  # from_teacher CONFIG SEED LR SAVE_DIR — the teacher's residual model (SAVE_DIR/residual-init.pt) and
-  local teacher_run epochs  # the fine-tune's options (FINETUNE, and the train.sh options printed)
-  teacher_run="$(teacher_dir "$1" "$2" "$3")"
-  count_config_flops "${CONFIG_TEACHER[$1]}" "$3" >&2
+from_teacher() {  # from_teacher CONFIG LR TEACHER_RUN SAVE_DIR — the residual model of TEACHER_RUN's best checkpoint
+  local epochs  # (SAVE_DIR/residual-init.pt); prints the fine-tune's train.sh options
+  count_config_flops "${CONFIG_TEACHER[$1]}" "$2" >&2
   count_config_flops "$1" "$RESIDUAL_LR" >&2
-  epochs="$(residual_epochs "$1" "$teacher_run")" || die "could not size the fine-tune of $1 seed $2"
+  epochs="$(residual_epochs "$1" "$3")" || die "could not size the fine-tune of $4"
   if [[ ! -e "$4/residual-init.pt" ]]; then
-    ode-seq as-residual --path "$teacher_run/checkpoint_best.pt" --output "$4/residual-init.pt" >&2 \
-      || die "could not make the residual model of $teacher_run/checkpoint_best.pt"
+    ode-seq as-residual --path "$3/checkpoint_best.pt" --output "$4/residual-init.pt" >&2 \
+      || die "could not make the residual model of $3/checkpoint_best.pt"
   fi
   echo "--lr $RESIDUAL_LR --max-epoch $epochs"
+}
+
+score_run() {  # score_run RUN_DIR NAME — the test perplexity of RUN_DIR's best checkpoint and the log-likelihood
+  "$HERE/evaluate.sh" --work-dir "$WORK_DIR" --checkpoint-dir "$1" --out-dir "$1/eval-test" \
+    --gpus "$((GPUS > 0))" -- --output-word-probs > /dev/null  # of each test verse, in RUN_DIR/eval-test
+  if run_stage "$1/eval-test/verse-scores.txt" "verse log-likelihoods of $2"; then
+    python "$HERE/lm_text.py" verse-scores "$1/eval-test/eval-lm.log" --subset "$DATA_BIN/test" \
+      > "$1/eval-test/verse-scores.txt.tmp" || die "no verse scores of $1 (message above)"
+    publish "$1/eval-test/verse-scores.txt.tmp" "$1/eval-test/verse-scores.txt"
+  fi
 }
 
 keep_tuning_log() {  # keep_tuning_log SAVE_DIR — the training log as it is, as SAVE_DIR/tuning.log
@@ -245,10 +256,12 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
   fi
   resume_unfinished "$config" "$seed" "$lr"
   mkdir -p "$save_dir"
-  local budget=(--lr "$lr" --max-epoch "$MAX_EPOCH")
+  local budget=(--lr "$lr" --max-epoch "$MAX_EPOCH") teacher_run="" file
+  local files=(recipe.txt data-id.txt train.log eval-test/scores.txt eval-test/verse-scores.txt)
   if [[ -n "${CONFIG_TEACHER[$config]:-}" ]]; then
     local options
-    options="$(from_teacher "$config" "$seed" "$lr" "$save_dir")" || exit 1
+    teacher_run="$(teacher_dir "$config" "$seed" "$lr")" || exit 1
+    options="$(from_teacher "$config" "$lr" "$teacher_run" "$save_dir")" || exit 1
     read -r -a budget <<< "$options"
     FINETUNE=(--finetune-from-model "$save_dir/residual-init.pt")
   fi
@@ -258,18 +271,19 @@ run_one() {  # run_one CONFIG SEED LR — train to convergence, score the best c
     train_config "$config" "$save_dir" "${budget[@]}" --seed "$seed" --patience "$PATIENCE" \
       > "$save_dir/train.stdout" 2>&1 || die "training $config seed $seed failed; see $save_dir/train.log"
   fi
-  "$HERE/evaluate.sh" --work-dir "$WORK_DIR" --checkpoint-dir "$save_dir" --out-dir "$save_dir/eval-test" \
-    --gpus "$((GPUS > 0))" -- --output-word-probs > /dev/null
-  if run_stage "$save_dir/eval-test/verse-scores.txt" "verse log-likelihoods of $config seed $seed"; then
-    python "$HERE/lm_text.py" verse-scores "$save_dir/eval-test/eval-lm.log" --subset "$DATA_BIN/test" \
-      > "$save_dir/eval-test/verse-scores.txt.tmp" || die "no verse scores of $save_dir (message above)"
-    publish "$save_dir/eval-test/verse-scores.txt.tmp" "$save_dir/eval-test/verse-scores.txt"
+  score_run "$save_dir" "$config seed $seed"
+  if [[ "$teacher_run" == "$WORK_DIR/teachers/"* ]]; then  # retrained for this run, which is paired with it:
+    score_run "$teacher_run" "the teacher of $config seed $seed"  # the run's record keeps it (teacher/)
+    mkdir -p "$save_dir/teacher/eval-test"
+    for file in train.log eval-test/scores.txt eval-test/verse-scores.txt; do
+      cp "$teacher_run/$file" "$save_dir/teacher/$file"
+      files+=("teacher/$file")
+    done
   fi
   if [[ -n "$record" ]]; then
     run_recipe "$config" "$lr" "$seed" > "$save_dir/recipe.txt"
     data_id > "$save_dir/data-id.txt"
-    record_run "$save_dir" "$record" recipe.txt data-id.txt train.log eval-test/scores.txt \
-      eval-test/verse-scores.txt
+    record_run "$save_dir" "$record" "${files[@]}"
   fi
   [[ -z "$UNFINISHED_DIR" ]] || rm -rf "$(unfinished_record "$config" "$seed" "$lr")"
   log "finished $config seed $seed (lr $lr)"

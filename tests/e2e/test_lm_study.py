@@ -265,12 +265,17 @@ def test_the_speed_table_names_a_configuration_without_a_speed_check(tmp_path):
 def test_rk2_learneds_layers_as_a_residual_model_fine_tune_for_a_share_of_its_training_flops(study, tmp_path):
     """rk2_learned_as_residual: each seed's RK2-learned best checkpoint as the residual model of its
     layers (ode-seq as-residual), fine-tuned for --residual-share of the teacher run's FLOPs, scored
-    and paired with its teacher."""
+    and paired with its teacher: the study's run where its checkpoint is here (seed 1), else a
+    retraining of it (seed 2: as from a record), which the run's record keeps; its training FLOPs
+    count the teacher's."""
     work = tmp_path / "work"
     shutil.copytree(study[0], work, symlinks=True)
+    (lr,) = [d.name for d in (work / "grid" / "rk2_learned").iterdir()]
+    for checkpoint in (work / "grid" / "rk2_learned" / lr / "seed2").glob("*.pt"):
+        checkpoint.unlink()
     result = study_in(work, work / "records", "--configs", "residual rk2_learned rk2_learned_as_residual")
     assert result.returncode == 0, result.stderr[-4000:]
-    (lr,) = [d.name for d in (work / "grid" / "rk2_learned_as_residual").iterdir()]
+    assert [d.name for d in (work / "grid" / "rk2_learned_as_residual").iterdir()] == [lr]
     teacher_flops, student_flops = (
         lm_study_table.FlopCount.parse((work / "flops" / f"{c}.txt").read_text(), c)
         for c in ("rk2_learned", "rk2_learned_as_residual")
@@ -284,9 +289,26 @@ def test_rk2_learneds_layers_as_a_residual_model_fine_tune_for_a_share_of_its_tr
         assert "decoder_ode_method='euler'" in log and "finetune_from_model" in log
         assert len(lm_study_table.validation_bits(log)) == expected
         assert (run / "residual-init.pt").is_file() and (run / "eval-test" / "verse-scores.txt").is_file()
+        assert (run / "teacher").exists() == (seed == 2)
+    retrained = work / "teachers" / "rk2_learned" / lr / "seed2"
+    # the same recipe, retrained: the same validation curve as the study's run (training here is deterministic)
+    assert lm_study_table.validation_bits((retrained / "train.log").read_text()) == lm_study_table.validation_bits(
+        (work / "grid" / "rk2_learned" / lr / "seed2" / "train.log").read_text()
+    )
+    record = work / "records" / "grid" / "rk2_learned_as_residual" / lr / "seed2"
+    kept = {f"teacher/{f}.gz" for f in ("train.log", "eval-test/scores.txt", "eval-test/verse-scores.txt")}
+    assert kept <= {line.split()[1] for line in (record / "MANIFEST.sha256").read_text().splitlines()}
     results = (work / "results.md").read_text()
-    assert re.search(
-        r"fine-tuned \(its FLOPs: the fine-tune's\) against RK2, learned coefficients of its seed "
-        r"\(paired bootstrap p over verses\): seed 1 [+-]\d+\.\d\d \(p = [\d.]+\), seed 2",
+    match = re.search(
+        r"fine-tuned against the RK2, learned coefficients run it was made from \(paired bootstrap p over verses\): "
+        r"seed 1 [+-]\d+\.\d\d \(p = [\d.]+\), seed 2 [+-]\d+\.\d\d \(p = [\d.]+; its teacher retrained: "
+        r"([\d.]+), the study's run ([\d.]+)\)",
         results,
+    )
+    assert match and match.group(1) == match.group(2)
+    scored_flops = {
+        row[0]: float(row[11]) for row in table_rows(results, "RK2") if row[1].replace(",", "").isdigit()
+    }  # the fine-tune's runs spend the teacher's FLOPs and more
+    assert (
+        scored_flops["RK2-learned's layers as a residual model, fine-tuned"] > scored_flops["RK2, learned coefficients"]
     )
