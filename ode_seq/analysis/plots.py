@@ -314,12 +314,14 @@ def plot_score_against_compute(
     """Left: every run's validation curve against its training FLOPs (``curves``: configuration →
     runs → (FLOPs, value) pairs). Right: each run's test score at its scored checkpoint against the
     training FLOPs spent to reach it (``points``: configuration → (FLOPs, score) pairs), with the
-    Pareto front (``front``, by increasing FLOPs) drawn through the runs no other run beats on both."""
-    fig, (along, scored) = plt.subplots(1, 2, figsize=(11, 4.5))
+    Pareto front (``front``, by increasing FLOPs) drawn through the runs no other run beats on both.
+    One legend for both, below them, where it hides no run."""
+    legend_rows = -(-(len(points) + 1) // 2)  # two entries a row: the configurations and the front
+    fig, (along, scored) = plt.subplots(1, 2, figsize=(11, 4.5 + 0.25 * legend_rows))
     for index, config in enumerate(points):
-        for i, run in enumerate(curves.get(config, [])):
+        for run in curves.get(config, []):
             flops, values = zip(*run)
-            along.plot(flops, values, color=STAGE_COLORS[index % 10], label=config if i == 0 else None)
+            along.plot(flops, values, color=STAGE_COLORS[index % 10])
         flops, scores = zip(*points[config])
         scored.plot(flops, scores, "o", color=STAGE_COLORS[index % 10], label=config)
     scored.plot(*zip(*front), "--", color="black", drawstyle="steps-post", label="Pareto front")
@@ -329,7 +331,6 @@ def plot_score_against_compute(
     for axes in (along, scored):  # within a decade the minor labels of a log axis overlap
         axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     scored.set(xscale="log", xlabel="training FLOPs to the scored checkpoint", ylabel=metric, title="Every run")
-    along.legend(fontsize=7)
-    scored.legend(fontsize=7)
-    fig.tight_layout()
+    fig.legend(*scored.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.25 * legend_rows / fig.get_figheight(), 1, 1))
     _save(fig, path)
