@@ -153,9 +153,11 @@ def runs_of(setting_dir: Path, max_epoch: int, teacher: Optional[str] = None) ->
     runs = []
     for run_dir in sorted(setting_dir.glob("seed*")):
         run = read_run(run_dir, max_epoch, seed_of(run_dir))
-        if run is not None and teacher:
+        if run is None:
+            continue
+        if teacher:
             run.teacher = teacher_run(run_dir, teacher, max_epoch)
-        runs += [run] if run is not None else []
+        runs.append(run)
     return sorted(runs, key=lambda run: run.seed)
 
 

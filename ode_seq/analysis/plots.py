@@ -316,8 +316,8 @@ def plot_score_against_compute(
     training FLOPs spent to reach it (``points``: configuration → (FLOPs, score) pairs), with the
     Pareto front (``front``, by increasing FLOPs) drawn through the runs no other run beats on both.
     One legend for both, below them, where it hides no run."""
-    legend_rows = -(-(len(points) + 1) // 2)  # two entries a row: the configurations and the front
-    fig, (along, scored) = plt.subplots(1, 2, figsize=(11, 4.5 + 0.25 * legend_rows))
+    legend_height = 0.25 * -(-(len(points) + 1) // 2)  # inches: two entries a row, the configurations and the front
+    fig, (along, scored) = plt.subplots(1, 2, figsize=(11, 4.5 + legend_height))
     for index, config in enumerate(points):
         for run in curves.get(config, []):
             flops, values = zip(*run)
@@ -332,5 +332,5 @@ def plot_score_against_compute(
         axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     scored.set(xscale="log", xlabel="training FLOPs to the scored checkpoint", ylabel=metric, title="Every run")
     fig.legend(*scored.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.25 * legend_rows / fig.get_figheight(), 1, 1))
+    fig.tight_layout(rect=(0, legend_height / fig.get_figheight(), 1, 1))
     _save(fig, path)
