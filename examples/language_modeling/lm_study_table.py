@@ -460,7 +460,7 @@ def equal_compute_table(by_config: Dict[str, List[Run]], flops: Dict[str, FlopCo
             )
             cells.append(f"{min(within):.2f}" if within else "—")
             values += [min(within)] if within else []
-        mean = f"{statistics.mean(values):.2f}" if len(values) == len(seeds) else ""
+        mean = f"{statistics.mean(values):.2f}" if len(values) == len(seeds) else "—" if not values else ""
         lines.append(f"| {LANGUAGE_MODEL.label(config)} | " + " | ".join(cells) + f" | {mean} |")
     return lines
 

@@ -234,6 +234,25 @@ def test_the_paired_test_over_verses():
         lm_study_table.paired_p_value(baseline[:-1], baseline[1:])
 
 
+def test_the_equal_compute_table_marks_runs_that_spent_the_budget_before_an_epoch_ended(tmp_path):
+    def run(seed: int, bits: list[float], tokens: list[float]) -> lm_study_table.Run:
+        return lm_study_table.Run(seed, 1, 2, bits, tokens, "patience", 1.0, 1.0, None, None, tmp_path)
+
+    flops = {
+        name: lm_study_table.FlopCount(1, per_token, per_token)
+        for name, per_token in (("residual", 1), ("rk2_learned", 2), ("pcformer_rk2", 4))
+    }
+    by_config = {  # the residual runs spend 2 FLOPs to their scored checkpoint (epoch 2)
+        "residual": [run(1, [5.0, 4.0, 4.5], [1, 2, 3]), run(2, [5.0, 4.0, 4.5], [1, 2, 3])],
+        "rk2_learned": [run(1, [4.5, 3.0], [1, 2]), run(2, [3.5, 3.0], [2, 4])],  # seed 2: none within
+        "pcformer_rk2": [run(1, [3.0], [1]), run(2, [3.0], [1])],  # none within on either seed
+    }
+    rows = {row[0]: row[1:] for row in table_rows("\n".join(lm_study_table.equal_compute_table(by_config, flops)), "")}
+    assert rows["residual (Euler)"] == ["16.00", "16.00", "16.00"]
+    assert rows["RK2, learned coefficients"] == ["22.63", "—", ""]  # a mean needs every seed
+    assert rows["PCformer (Heun predictor, EMA weights, multistep corrector)"] == ["—", "—", "—"]
+
+
 def test_the_speed_check_times_each_configuration_and_sizes_the_study_without_running_it(study, tmp_path):
     work = prepared_copy(study[0], tmp_path / "speed")  # the corpus it times
     result = study_in(work, tmp_path / "records", "--speed-check", "4", "--adaptive", "none")
